@@ -1,0 +1,67 @@
+"""What every ONNX graph built by skl_ortgrad must respect to load in onnxruntime 1.19.
+
+onnxruntime(-training) 1.19 accepts opset <= 21 and IR version <= 10, while
+``onnx.helper.make_model`` stamps the newest IR version and skl2onnx defaults to a
+newer opset. Every graph the package builds goes through :func:`make_model`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+from onnx import GraphProto, ModelProto, TensorProto, helper
+
+OPSET = 21
+ML_OPSET = 3
+IR_VERSION = 10
+TARGET_OPSET = {"": OPSET, "ai.onnx.ml": ML_OPSET}
+
+_NP_TO_ONNX = {
+    np.dtype(np.float32): TensorProto.FLOAT,
+    np.dtype(np.float64): TensorProto.DOUBLE,
+    np.dtype(np.float16): TensorProto.FLOAT16,
+    np.dtype(np.int64): TensorProto.INT64,
+    np.dtype(np.int32): TensorProto.INT32,
+}
+
+
+def onnx_dtype(dtype: np.dtype | type) -> int:
+    """Return the ONNX element type matching a numpy dtype.
+
+    Raises
+    ------
+    TypeError
+        If the dtype has no ONNX counterpart used by this package.
+    """
+    try:
+        return _NP_TO_ONNX[np.dtype(dtype)]
+    except KeyError:
+        raise TypeError(f"No ONNX element type for numpy dtype {np.dtype(dtype)}.") from None
+
+
+def make_model(
+    graph: GraphProto, opset: int = OPSET, domains: Iterable[tuple[str, int]] = ()
+) -> ModelProto:
+    """Wrap ``graph`` into a model loadable by onnxruntime 1.19 (IR 10, opset ``opset``).
+
+    Parameters
+    ----------
+    graph : GraphProto
+        The graph.
+    opset : int
+        Version of the main ONNX domain, at most :data:`OPSET`.
+    domains : iterable of (str, int)
+        Further opset imports, e.g. ``[("ai.onnx.ml", 3)]``.
+    """
+    if opset > OPSET:
+        raise ValueError(f"onnxruntime 1.19 accepts opset <= {OPSET}, got {opset}.")
+    imports = [helper.make_opsetid("", opset)]
+    imports += [helper.make_opsetid(name, version) for name, version in domains]
+    return helper.make_model(graph, opset_imports=imports, ir_version=IR_VERSION)
+
+
+def downgrade_model(model: ModelProto) -> ModelProto:
+    """Stamp IR version :data:`IR_VERSION` on a model made elsewhere (in place, returned)."""
+    model.ir_version = min(model.ir_version, IR_VERSION)
+    return model
