@@ -65,3 +65,27 @@ def downgrade_model(model: ModelProto) -> ModelProto:
     """Stamp IR version :data:`IR_VERSION` on a model made elsewhere (in place, returned)."""
     model.ir_version = min(model.ir_version, IR_VERSION)
     return model
+
+
+def initializers_to_inputs(model: ModelProto, names: Iterable[str]) -> ModelProto:
+    """Return a copy of ``model`` where initializers ``names`` are graph inputs instead.
+
+    One inference session over that graph serves any value of those weights: they are fed
+    at every run, so training can update them without rebuilding the session.
+    """
+    names = list(names)
+    result = ModelProto()
+    result.CopyFrom(model)
+    graph = result.graph
+    kept = [init for init in graph.initializer if init.name not in names]
+    moved = {init.name: init for init in graph.initializer if init.name in names}
+    missing = [name for name in names if name not in moved]
+    if missing:
+        raise ValueError(f"No initializers {missing} in the model.")
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    graph.input.extend(
+        helper.make_tensor_value_info(name, moved[name].data_type, list(moved[name].dims))
+        for name in names
+    )
+    return result

@@ -1,0 +1,5 @@
+"""scikit-learn estimators trained through onnxruntime-training."""
+
+from skl_ortgrad.estimators.sgd import OnnxSGDClassifier, OnnxSGDRegressor
+
+__all__ = ["OnnxSGDClassifier", "OnnxSGDRegressor"]

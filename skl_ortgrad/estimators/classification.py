@@ -1,0 +1,94 @@
+"""Label handling shared by the classifiers: ``classes_``, label encoding for the loss,
+and predictions from the graph's scores and probabilities."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sklearn.utils.multiclass import check_classification_targets, unique_labels
+
+
+def onnx_classes(classes: np.ndarray) -> np.ndarray:
+    """Class labels as the ONNX graph stores them: int64 for integers, else strings.
+
+    Integral floats (``[0.0, 1.0]``) become int64, which compare equal to the
+    estimator's labels.
+    """
+    if classes.dtype.kind in "iub" or (
+        classes.dtype.kind == "f" and np.all(np.equal(np.mod(classes, 1), 0))
+    ):
+        return classes.astype(np.int64)
+    return classes.astype(str)
+
+
+class ClassifierTargetsMixin:
+    """``classes_`` bookkeeping and label encoding for the losses.
+
+    Binary problems train one score: the label becomes ``1.0`` for ``classes_[1]`` and
+    ``0.0`` otherwise, shape (n, 1). Multiclass problems train one score per class: the
+    label is one-hot, shape (n, K) (softmax cross-entropy, or one-vs-rest margin/log
+    losses applied column by column).
+    """
+
+    _stratify_validation = True
+
+    def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
+        check_classification_targets(y)
+        if first_call:
+            if classes is not None:
+                self.classes_ = unique_labels(np.asarray(classes))
+                self._check_known(y)
+            else:
+                self.classes_ = unique_labels(y)
+            if len(self.classes_) < 2:
+                raise ValueError(
+                    f"The classifier needs samples of at least 2 classes; got only "
+                    f"{self.classes_.tolist()}."
+                )
+        else:
+            if classes is not None and not np.array_equal(
+                unique_labels(np.asarray(classes)), self.classes_
+            ):
+                raise ValueError(
+                    f"classes={np.asarray(classes).tolist()} is not classes_="
+                    f"{self.classes_.tolist()} seen at the first call."
+                )
+            self._check_known(y)
+        index = np.searchsorted(self.classes_, y)
+        if len(self.classes_) == 2:
+            return (index == 1).astype(np.float32).reshape((-1, 1))
+        one_hot = np.zeros((len(index), len(self.classes_)), dtype=np.float32)
+        one_hot[np.arange(len(index)), index] = 1
+        return one_hot
+
+    def _check_known(self, y: np.ndarray) -> None:
+        unknown = np.setdiff1d(unique_labels(y), self.classes_)
+        if len(unknown):
+            raise ValueError(
+                f"Labels {unknown.tolist()} are not in classes_={self.classes_.tolist()}."
+            )
+
+    def _scores(self, outputs: dict[str, np.ndarray]) -> np.ndarray:
+        scores = outputs[self._template_.score]
+        return scores.ravel() if len(self.classes_) == 2 else scores
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Raw scores: shape (n,) for binary problems (positive means ``classes_[1]``),
+        (n, n_classes) otherwise."""
+        return self._scores(self._run(X))
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted class labels (the class of the highest score)."""
+        scores = self.decision_function(X)
+        index = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
+        return self.classes_.take(index)
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities, shape (n, n_classes), rows summing to 1."""
+        return self._run(X)["probabilities"].astype(np.float64)
+
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """Logarithm of :meth:`predict_proba`."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))

@@ -1,0 +1,221 @@
+"""Linear models trained by stochastic gradient descent through onnxruntime-training:
+drop-in replacements for scikit-learn's ``SGDRegressor`` and ``SGDClassifier``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from skl2onnx import to_onnx
+from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.linear_model import LinearRegression, LogisticRegression, SGDClassifier
+
+from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template
+from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
+from skl_ortgrad.training.sgd_learning_loss import NegLogLearningLoss, SquareLearningLoss
+from skl_ortgrad.utils.onnx_model import TARGET_OPSET
+
+_LINEAR_WEIGHTS = ["coef", "intercept"]
+
+
+def _convert(model: Any, n_features: int, dtype: np.dtype, black_op: str) -> Any:
+    # black_op turns the ai.onnx.ml linear operators (weights in attributes, no gradient)
+    # into MatMul + Add with the weights as initializers.
+    return to_onnx(
+        model, np.zeros((1, n_features), dtype=dtype), target_opset=TARGET_OPSET,
+        black_op={black_op}, options={"zipmap": False} if black_op == "LinearClassifier" else None,
+    )
+
+
+def _score_of(onx: Any) -> str:
+    """Name of ``X @ coef + intercept`` in a converted linear graph."""
+    return next(node.output[0] for node in onx.graph.node if "intercept" in node.input)
+
+
+class OnnxSGDRegressor(RegressorMixin, BaseOnnxEstimator):
+    """Linear regression trained by mini-batch SGD on its ONNX graph.
+
+    The model is :math:`f(x) = x^\\top w + b`; training minimizes the mean of the
+    ``learning_loss`` (squared error by default) plus the ``learning_penalty`` (L2 with
+    :math:`\\alpha = 10^{-4}` by default, as ``SGDRegressor``), with mini-batches of
+    ``batch_size`` rows ('auto': min(32, n_samples)).
+
+    Parameters
+    ----------
+    learning_rate : None, float, str or BaseLearningRate
+        None: ``LearningRateSGD()`` (invscaling, ``eta0=0.01``, ``power_t=0.25``); a float:
+        a constant rate; a string alias ('invscaling', 'optimal', 'constant',
+        'nesterov'...); or an object (its parameters are reachable as
+        ``learning_rate__eta0`` in a grid search).
+    learning_loss : None, str or BaseLearningLoss
+        'squared_error' (default), 'absolute_error', 'elastic', 'huber',
+        'epsilon_insensitive', or an object.
+    learning_penalty : None, float, str or BaseLearningPenalty
+        None: 'l2' (:math:`\\alpha = 10^{-4}`); a float: L2 with that alpha; 'l1',
+        'elasticnet', 'none', or an object.
+    max_iter, tol, n_iter_no_change, early_stopping, validation_fraction, shuffle,
+    random_state, warm_start, verbose :
+        As in ``SGDRegressor``.
+    batch_size : int or 'auto'
+        Rows per mini-batch.
+    device : str
+        'cpu', 'cuda' or 'cuda:<index>'.
+    n_threads : int
+        onnxruntime intra-op threads.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+    intercept_ : ndarray of shape (1,)
+    n_iter_, t_, loss_curve_, best_loss_, n_features_in_, feature_names_in_ :
+        As in scikit-learn.
+    optimizer_ : OrtGradientForwardBackwardOptimizer
+        The training loop and its state.
+    """
+
+    def __init__(
+        self,
+        learning_rate: Any = None,
+        learning_loss: Any = None,
+        learning_penalty: Any = None,
+        max_iter: int = 1000,
+        batch_size: int | str = "auto",
+        tol: float | None = 1e-3,
+        n_iter_no_change: int = 5,
+        early_stopping: bool = False,
+        validation_fraction: float = 0.1,
+        shuffle: bool = True,
+        random_state: Any = None,
+        warm_start: bool = False,
+        verbose: int = 0,
+        device: str = "cpu",
+        n_threads: int = 1,
+    ) -> None:
+        super().__init__(
+            learning_rate=learning_rate, learning_loss=learning_loss,
+            learning_penalty=learning_penalty, max_iter=max_iter, batch_size=batch_size,
+            tol=tol, n_iter_no_change=n_iter_no_change, early_stopping=early_stopping,
+            validation_fraction=validation_fraction, shuffle=shuffle,
+            random_state=random_state, warm_start=warm_start, verbose=verbose,
+            device=device, n_threads=n_threads,
+        )
+
+    def _default_loss(self) -> SquareLearningLoss:
+        return SquareLearningLoss()
+
+    def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
+        y = np.asarray(y)
+        if y.dtype.kind not in "iufb":
+            raise ValueError(f"y must be numeric for a regressor, got dtype {y.dtype}.")
+        return y.astype(np.float32).reshape((-1, 1))
+
+    def _template(self, n_features: int, dtype: np.dtype) -> Template:
+        model = LinearRegression()
+        model.coef_ = np.zeros(n_features)
+        model.intercept_ = np.zeros(1)
+        model.n_features_in_ = n_features
+        onx = _convert(model, n_features, dtype, "LinearRegressor")
+        output = onx.graph.output[0].name
+        return Template(onx, output, _LINEAR_WEIGHTS, [output])
+
+    def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
+        self.coef_ = weights["coef"].ravel().astype(np.float64)
+        self.intercept_ = weights["intercept"].ravel().astype(np.float64)
+
+    def partial_fit(self, X: Any, y: Any, sample_weight: Any = None) -> OnnxSGDRegressor:
+        """One epoch over ``(X, y)``, continuing from the current weights and ``t_``."""
+        return self._partial_fit(X, y, sample_weight, classes=None)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted values, shape (n_samples,)."""
+        return self._run(X)[self._template_.score].ravel().astype(np.float64)
+
+
+class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, BaseOnnxEstimator):
+    """Linear classifier trained by mini-batch SGD on its ONNX graph.
+
+    Binary problems train one score :math:`s = x^\\top w + b` with the logistic loss
+    (default), hinge or modified Huber. Multiclass problems train one score per class:
+    the default loss is the softmax cross-entropy
+    :math:`-\\log \\mathrm{softmax}(s)_y` (computed stably), and 'log', 'hinge' or
+    'modified_huber' train one-vs-rest. ``predict_proba`` is the sigmoid (binary),
+    the softmax (multinomial) or the normalized one-vs-rest sigmoids of the scores.
+
+    Parameters are those of :class:`OnnxSGDRegressor`, except that ``learning_rate=None``
+    means scikit-learn's 'optimal' schedule (as ``SGDClassifier``); ``learning_loss``
+    accepts 'log' ('log_loss'), 'softmax', 'hinge', 'modified_huber' or a loss object.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+    n_iter_, t_, loss_curve_, n_features_in_, feature_names_in_ :
+        As in scikit-learn.
+    """
+
+    def __init__(
+        self,
+        learning_rate: Any = None,
+        learning_loss: Any = None,
+        learning_penalty: Any = None,
+        max_iter: int = 1000,
+        batch_size: int | str = "auto",
+        tol: float | None = 1e-3,
+        n_iter_no_change: int = 5,
+        early_stopping: bool = False,
+        validation_fraction: float = 0.1,
+        shuffle: bool = True,
+        random_state: Any = None,
+        warm_start: bool = False,
+        verbose: int = 0,
+        device: str = "cpu",
+        n_threads: int = 1,
+    ) -> None:
+        super().__init__(
+            learning_rate=learning_rate, learning_loss=learning_loss,
+            learning_penalty=learning_penalty, max_iter=max_iter, batch_size=batch_size,
+            tol=tol, n_iter_no_change=n_iter_no_change, early_stopping=early_stopping,
+            validation_fraction=validation_fraction, shuffle=shuffle,
+            random_state=random_state, warm_start=warm_start, verbose=verbose,
+            device=device, n_threads=n_threads,
+        )
+
+    # scikit-learn's SGDClassifier default schedule: eta = 1 / (alpha (t0 + t - 1)).
+    _default_learning_rate = "optimal"
+
+    def _default_loss(self) -> NegLogLearningLoss:
+        if len(self.classes_) == 2:
+            return NegLogLearningLoss()
+        return NegLogLearningLoss(probability_function="softmax")
+
+    def _template(self, n_features: int, dtype: np.dtype) -> Template:
+        n_classes = len(self.classes_)
+        n_scores = 1 if n_classes == 2 else n_classes
+        softmax = n_classes > 2 and self._softmax_loss()
+        # Softmax losses serve LogisticRegression's graph (softmax probabilities); the
+        # others serve SGDClassifier's (sigmoid or normalized one-vs-rest sigmoids).
+        model = LogisticRegression() if softmax else SGDClassifier(loss="log_loss")
+        model.coef_ = np.zeros((n_scores, n_features))
+        model.intercept_ = np.zeros(n_scores)
+        model.classes_ = onnx_classes(self.classes_)
+        model.n_features_in_ = n_features
+        onx = _convert(model, n_features, dtype, "LinearClassifier")
+        return Template(onx, _score_of(onx), _LINEAR_WEIGHTS, ["label", "probabilities"])
+
+    def _softmax_loss(self) -> bool:
+        """Whether the loss trains a softmax over the scores."""
+        _, loss, _ = self._training_objects()
+        return getattr(loss, "probability_function", None) == "softmax"
+
+    def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
+        self.coef_ = weights["coef"].T.astype(np.float64).copy()
+        self.intercept_ = weights["intercept"].ravel().astype(np.float64)
+
+    def partial_fit(
+        self, X: Any, y: Any, classes: Any = None, sample_weight: Any = None
+    ) -> OnnxSGDClassifier:
+        """One epoch over ``(X, y)``; ``classes`` is required on the first call."""
+        if not hasattr(self, "optimizer_") and classes is None:
+            raise ValueError("classes must be passed on the first call to partial_fit.")
+        return self._partial_fit(X, y, sample_weight, classes=classes)

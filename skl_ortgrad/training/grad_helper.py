@@ -1,0 +1,377 @@
+"""Gradient graphs of ONNX models built with onnxruntime-training's graph builder.
+
+``OrtModuleGraphBuilder`` returns one graph holding the forward pass, a ``YieldOp`` node
+(com.microsoft) and the backward pass. ``YieldOp`` hands the model outputs
+:math:`y_j` to the caller and receives :math:`\\partial L / \\partial y_j` back; such a graph
+runs only inside a ``TrainingAgent``. :func:`onnx_derivative` removes the ``YieldOp`` so that
+a plain ``InferenceSession`` computes, for weights :math:`W` and the requested inputs
+:math:`X`,
+
+.. math::
+
+    \\frac{\\partial L}{\\partial W} = \\sum_j \\left(\\frac{\\partial y_j}{\\partial W}\\right)^T
+    \\frac{\\partial L}{\\partial y_j},
+
+where the output gradients :math:`\\partial L / \\partial y_j` are inputs of the graph, tensors
+of ones, or 1 for a scalar loss output (see :class:`DerivativeOptions`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
+
+from skl_ortgrad.utils.onnx_model import make_model
+from skl_ortgrad.utils.orttraining_helper import get_train_initializer
+
+
+class DerivativeOptions(enum.IntFlag):
+    """What :func:`onnx_derivative` returns.
+
+    Zero
+        ``YieldOp`` is removed, every output gradient it produced becomes a graph input
+        ``<output>_grad``; the graph outputs are the gradients (``<weight>_grad``,
+        ``<input>_grad``).
+    KeepYieldOp
+        The builder's graph as it is (forward, ``YieldOp``, backward); it only runs inside a
+        ``TrainingAgent``. Cannot be combined with another flag.
+    KeepOutputs
+        The original model outputs are graph outputs too, before the gradients.
+    FillGrad
+        The output gradients are tensors of ones shaped like the outputs instead of inputs:
+        the result is the gradient of :math:`\\sum` of all output coefficients.
+    Loss
+        The model ends in a scalar loss output (``loss`` by default, label input ``label``):
+        its output gradient is 1, the other outputs get a zero gradient (ones with
+        ``FillGrad``); the result is :math:`\\partial \\mathrm{loss} / \\partial W`.
+    """
+
+    Zero = 0
+    KeepYieldOp = 1
+    KeepOutputs = 2
+    FillGrad = 4
+    Loss = 8
+
+
+def _builder_classes():
+    # Imported lazily: loading the training extension costs time and only this module
+    # (and the engine) needs it. Never onnxruntime.training, which imports torch.
+    from onnxruntime.capi._pybind_state import (
+        OrtModuleGraphBuilder,
+        OrtModuleGraphBuilderConfiguration,
+        TrainingGraphTransformerConfiguration,
+    )
+
+    return (
+        OrtModuleGraphBuilder,
+        OrtModuleGraphBuilderConfiguration,
+        TrainingGraphTransformerConfiguration,
+    )
+
+
+def _unique_name(base: str, taken: set[str]) -> str:
+    name, i = base, 0
+    while name in taken:
+        i += 1
+        name = f"{base}_{i}"
+    taken.add(name)
+    return name
+
+
+def _all_names(graph: onnx.GraphProto) -> set[str]:
+    names = {i.name for i in graph.input} | {o.name for o in graph.output}
+    names |= {i.name for i in graph.initializer}
+    for node in graph.node:
+        names.update(node.input)
+        names.update(node.output)
+        names.add(node.name)
+    return names
+
+
+def onnx_derivative(
+    onx: ModelProto,
+    weights: Sequence[str] | None = None,
+    inputs: Sequence[str] | None = None,
+    options: DerivativeOptions = DerivativeOptions.Zero,
+    loss: str | None = None,
+    label: str | None = None,
+    path_name: str | None = None,
+    verbose: int = 0,
+) -> ModelProto:
+    """Build the gradient graph of ``onx`` with respect to weights and inputs.
+
+    For model outputs :math:`y_j` and output gradients :math:`g_j = \\partial L/\\partial y_j`,
+    the graph computes :math:`\\partial L/\\partial W = \\sum_j J_{y_j}(W)^T g_j` for every
+    weight :math:`W` in ``weights`` and the same for every input in ``inputs``.
+    The weights are graph inputs of the result (after the model inputs), so it runs with
+    any weight values.
+
+    Parameters
+    ----------
+    onx : ModelProto
+        The model (IR <= 10, opset <= 21). Operators without a gradient (``ai.onnx.ml``
+        ``Scaler``, ``ZipMap``, ...) must be rewritten or cut away first.
+    weights : list of str, optional
+        Initializers to differentiate with respect to; None selects
+        :func:`~skl_ortgrad.utils.orttraining_helper.get_train_initializer`'s names.
+    inputs : list of str, optional
+        Graph inputs whose gradient is wanted (``<input>_grad`` outputs).
+    options : DerivativeOptions
+        What to return, see :class:`DerivativeOptions`.
+    loss : str, optional
+        Name of the scalar loss output with ``DerivativeOptions.Loss`` (default ``loss``).
+    label : str, optional
+        Name of the label input with ``DerivativeOptions.Loss`` (default ``label``); it is
+        never differentiated.
+    path_name : str, optional
+        Save the result to this file.
+    verbose : int
+        Print the steps when > 0.
+
+    Returns
+    -------
+    ModelProto
+        The gradient graph.
+
+    Raises
+    ------
+    ValueError
+        If there is nothing to differentiate, a name does not exist, or the options are
+        inconsistent.
+    """
+    options = DerivativeOptions(options)
+    if DerivativeOptions.KeepYieldOp in options and options != DerivativeOptions.KeepYieldOp:
+        raise ValueError(
+            "DerivativeOptions.KeepYieldOp returns the builder's graph unchanged, "
+            f"it cannot be combined with other flags, got {options!r}."
+        )
+    graph = onx.graph
+    init_names = {i.name for i in graph.initializer}
+    input_names = [i.name for i in graph.input]
+    output_names = [o.name for o in graph.output]
+
+    if weights is None:
+        weights = list(get_train_initializer(onx))
+    weights = list(weights)
+    inputs = list(inputs or [])
+    missing = [w for w in weights if w not in init_names]
+    if missing:
+        raise ValueError(f"Weights {missing} are not initializers of the model.")
+    missing = [i for i in inputs if i not in input_names]
+    if missing:
+        raise ValueError(f"Inputs {missing} are not inputs of the model {input_names}.")
+    if not weights and not inputs:
+        # The builder would silently produce a graph computing nothing.
+        raise ValueError(
+            "Nothing to differentiate: no weights (get_train_initializer found none; "
+            "convert linear models with black_op={'LinearRegressor'} or "
+            "{'LinearClassifier'}) and no inputs."
+        )
+
+    if DerivativeOptions.Loss in options:
+        loss = loss or "loss"
+        label = label or "label"
+        if loss not in output_names:
+            raise ValueError(f"DerivativeOptions.Loss: no output {loss!r} in {output_names}.")
+        if label not in input_names:
+            raise ValueError(f"DerivativeOptions.Loss: no input {label!r} in {input_names}.")
+        if label in inputs:
+            raise ValueError(f"The label {label!r} cannot be differentiated.")
+
+    (
+        OrtModuleGraphBuilder,
+        OrtModuleGraphBuilderConfiguration,
+        TrainingGraphTransformerConfiguration,
+    ) = _builder_classes()
+    config = OrtModuleGraphBuilderConfiguration()
+    config.initializer_names = weights
+    config.initializer_names_to_train = weights
+    config.input_names_require_grad = inputs
+    config.build_gradient_graph = True
+    builder = OrtModuleGraphBuilder()
+    builder.initialize(onx.SerializeToString(), config)
+    builder.build(TrainingGraphTransformerConfiguration())
+    grad_model = onnx.load_from_string(builder.get_gradient_model())
+    if verbose > 0:
+        info = builder.get_graph_info()
+        print(
+            f"[onnx_derivative] weights={weights} inputs={inputs} "
+            f"gradients={info.initializer_grad_names_to_train} "
+            f"output gradients={info.module_output_gradient_name}"
+        )
+    if not grad_model.graph.output:
+        raise ValueError("The gradient builder produced a graph without any gradient.")
+
+    if options == DerivativeOptions.KeepYieldOp:
+        result = grad_model
+    else:
+        result = _remove_yield_op(onx, grad_model, options, loss, verbose)
+    if path_name is not None:
+        onnx.save(result, path_name)
+    return result
+
+
+def _remove_yield_op(
+    onx: ModelProto,
+    grad_model: ModelProto,
+    options: DerivativeOptions,
+    loss: str | None,
+    verbose: int,
+) -> ModelProto:
+    """Replace ``YieldOp`` by graph inputs or constants, see :func:`onnx_derivative`."""
+    graph = grad_model.graph
+    yields = [n for n in graph.node if n.op_type == "YieldOp"]
+    if len(yields) != 1:
+        raise RuntimeError(f"Expected one YieldOp in the gradient graph, found {len(yields)}.")
+    yield_node = yields[0]
+    outputs_info = {o.name: o for o in onx.graph.output}
+    taken = _all_names(graph)
+
+    new_inputs: list[ValueInfoProto] = []
+    new_nodes: list[NodeProto] = []
+    # YieldOp's inputs are the model outputs, its outputs the gradients of the
+    # differentiable ones only: the indices listed in non_differentiable_outputs (an int64
+    # label, ...) have no output, the others keep their order.
+    skipped = set()
+    for att in yield_node.attribute:
+        if att.name == "non_differentiable_outputs":
+            skipped = set(att.ints)
+    differentiable = [n for i, n in enumerate(yield_node.input) if i not in skipped]
+    if len(differentiable) != len(yield_node.output):
+        raise RuntimeError(
+            f"YieldOp has {len(yield_node.output)} outputs for the differentiable "
+            f"outputs {differentiable}."
+        )
+    for out_name, grad_name in zip(differentiable, yield_node.output, strict=True):
+        info = outputs_info[out_name]
+        elem = info.type.tensor_type.elem_type
+        if DerivativeOptions.Loss in options and out_name == loss:
+            value = 1.0
+        elif DerivativeOptions.FillGrad in options:
+            value = 1.0
+        elif DerivativeOptions.Loss in options:
+            value = 0.0
+        else:
+            grad_info = ValueInfoProto()
+            grad_info.CopyFrom(info)
+            grad_info.name = grad_name
+            new_inputs.append(grad_info)
+            continue
+        # Output gradients must have the full shape of the output (YieldOp's
+        # full_shape_outputs): ConstantOfShape(Shape(output)).
+        shape = _unique_name(f"{out_name}_shape", taken)
+        new_nodes.append(helper.make_node("Shape", [out_name], [shape], name=shape))
+        new_nodes.append(
+            helper.make_node(
+                "ConstantOfShape",
+                [shape],
+                [grad_name],
+                name=_unique_name(f"{grad_name}_fill", taken),
+                value=helper.make_tensor("value", elem, [1], [value]),
+            )
+        )
+        if verbose > 1:
+            print(f"[onnx_derivative] {grad_name} = {value} like {out_name}")
+
+    nodes = []
+    for node in graph.node:
+        if node is yield_node:
+            nodes.extend(new_nodes)
+        else:
+            nodes.append(node)
+
+    outputs = list(graph.output)
+    if DerivativeOptions.KeepOutputs in options:
+        outputs = list(onx.graph.output) + outputs
+    new_graph = helper.make_graph(
+        nodes,
+        graph.name,
+        list(graph.input) + new_inputs,
+        outputs,
+        list(graph.initializer),
+        value_info=list(graph.value_info),
+    )
+    main_opset = next(op.version for op in grad_model.opset_import if op.domain == "")
+    domains = [(op.domain, op.version) for op in grad_model.opset_import if op.domain != ""]
+    return make_model(new_graph, opset=main_opset, domains=domains)
+
+
+_ORT_TYPES = {
+    "tensor(float)": np.float32,
+    "tensor(double)": np.float64,
+    "tensor(float16)": np.float16,
+    "tensor(int64)": np.int64,
+    "tensor(int32)": np.int32,
+}
+_ONNX_TYPES = {
+    TensorProto.FLOAT: np.float32,
+    TensorProto.DOUBLE: np.float64,
+    TensorProto.FLOAT16: np.float16,
+    TensorProto.INT64: np.int64,
+    TensorProto.INT32: np.int32,
+}
+
+
+def _describe(inp: Any) -> tuple[str, type, list[int | str | None]]:
+    """Name, numpy dtype and shape of an onnxruntime NodeArg or an onnx ValueInfoProto."""
+    if isinstance(inp, ValueInfoProto):
+        tensor = inp.type.tensor_type
+        if tensor.elem_type not in _ONNX_TYPES:
+            raise TypeError(f"Unsupported element type {tensor.elem_type} for {inp.name!r}.")
+        shape: list[int | str | None] = []
+        for dim in tensor.shape.dim:
+            if dim.HasField("dim_value"):
+                shape.append(dim.dim_value)
+            else:
+                shape.append(dim.dim_param or None)
+        return inp.name, _ONNX_TYPES[tensor.elem_type], shape
+    if inp.type not in _ORT_TYPES:
+        raise TypeError(f"Unsupported type {inp.type!r} for {inp.name!r}.")
+    return inp.name, _ORT_TYPES[inp.type], list(inp.shape)
+
+
+def random_feed(
+    inputs: Iterable[Any],
+    batch: int = 10,
+    empty_dimension: int = 1,
+    random_state: int | None = 0,
+) -> dict[str, np.ndarray]:
+    """Random arrays matching the inputs of a model.
+
+    Parameters
+    ----------
+    inputs : list
+        ``session.get_inputs()`` (onnxruntime ``NodeArg``) or ``model.graph.input``
+        (onnx ``ValueInfoProto``).
+    batch : int
+        Size of a symbolic or unknown first dimension.
+    empty_dimension : int
+        Size of any other symbolic or unknown dimension.
+    random_state : int, optional
+        Seed of the generator.
+
+    Returns
+    -------
+    dict
+        ``{name: array}``: standard normal values for float types, integers in
+        ``[0, 10)`` for integer types.
+    """
+    rng = np.random.default_rng(random_state)
+    feeds: dict[str, np.ndarray] = {}
+    for inp in inputs:
+        name, dtype, shape = _describe(inp)
+        dims = [
+            d if isinstance(d, int) else (batch if i == 0 else empty_dimension)
+            for i, d in enumerate(shape)
+        ]
+        if np.issubdtype(dtype, np.integer):
+            value = rng.integers(0, 10, size=dims).astype(dtype)
+        else:
+            value = rng.standard_normal(dims).astype(dtype)
+        feeds[name] = np.asarray(value)
+    return feeds

@@ -1,0 +1,463 @@
+"""Mini-batch training of the weights of an ONNX graph.
+
+:class:`OrtGradientForwardBackwardOptimizer` appends the loss graph of a learning-loss
+object to the model, builds one forward/backward function of the whole thing
+(:class:`~skl_ortgrad.training.ortgradient.OrtGradientForwardBackward`), then for every
+mini-batch :math:`B` of :math:`n_B` rows:
+
+1. forward: :math:`L_B = \\sum_{i \\in B} s_i\\, \\ell(y_i, f(x_i; W))` (sample weights
+   :math:`s_i`, 1 by default);
+2. backward with output gradient :math:`1/n_B`: :math:`g_j = \\partial (L_B/n_B) /
+   \\partial W_j`, the gradient of the batch's mean loss, so the learning rate means
+   the same thing whatever the batch size;
+3. update: :math:`W \\leftarrow \\mathrm{rate.update}(W, g, \\eta_t)` then
+   :math:`W \\leftarrow \\mathrm{penalty.update}(W, \\eta_t)`, in place, with
+   :math:`\\eta_t` the schedule at update count :math:`t`.
+
+Weights are numpy buffers that onnxruntime borrows: updating them in place is seen by
+the next forward without rebuilding any feed.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+from onnxruntime import SessionOptions
+from onnxruntime.capi._pybind_state import OrtValue, OrtValueVector
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from tqdm.auto import tqdm
+
+from skl_ortgrad.exceptions import ConvergenceError
+from skl_ortgrad.training.data_loader import MiniBatchLoader
+from skl_ortgrad.training.ortgradient import (
+    OrtGradientForwardBackward,
+    device_providers,
+    ort_device,
+    parse_device,
+)
+from skl_ortgrad.training.sgd_learning_loss import BaseLearningLoss
+from skl_ortgrad.training.sgd_learning_penalty import BaseLearningPenalty
+from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate
+from skl_ortgrad.utils.onnx_model import OPSET
+from skl_ortgrad.utils.orttraining_helper import get_train_initializer, merge_loss_graph
+
+LABEL_NAME = "label"
+LOSS_NAME = "loss"
+
+
+class _Diverged(Exception):
+    """A batch produced a non-finite loss."""
+
+    def __init__(self, batch: int, loss: float, eta: float) -> None:
+        super().__init__(batch, loss, eta)
+        self.batch, self.loss, self.eta = batch, loss, eta
+
+
+class OrtGradientForwardBackwardOptimizer(BaseEstimator):
+    """Train the weights of an ONNX model with mini-batch gradient descent.
+
+    Parameters
+    ----------
+    model_onnx : onnx.ModelProto
+        The model; its first output is the prediction the loss compares to the labels.
+    weights_to_train : list of str, optional
+        Initializers to train (default: those that parameterize linear layers, see
+        :func:`~skl_ortgrad.utils.orttraining_helper.get_train_initializer`).
+    max_iter : int
+        Number of epochs of :meth:`fit`.
+    batch_size : int
+        Rows per mini-batch.
+    learning_rate : str, float or BaseLearningRate
+        Update rule and schedule, see :meth:`BaseLearningRate.select`.
+    device : str
+        ``'cpu'``, ``'cuda'`` or ``'cuda:<index>'``.
+    warm_start : bool
+        If True, :meth:`fit` continues from the last fitted weights and update count;
+        otherwise it starts from the initializers of ``model_onnx``.
+    verbose : int
+        0: silent; 1: a progress bar over epochs with the loss.
+    validation_every : float or int
+        With validation data, compute the validation loss every
+        ``max(1, round(validation_every * max_iter))`` epochs if below 1, else every
+        ``validation_every`` epochs.
+    learning_loss : str or BaseLearningLoss
+        The loss, see :meth:`BaseLearningLoss.select`.
+    enable_logging : bool
+        onnxruntime's verbose logging.
+    weight_name : str, optional
+        Name of the sample-weight input of the training graph (default
+        ``'sample_weight'``); it exists only when ``fit`` receives sample weights.
+    learning_penalty : str, float or BaseLearningPenalty, optional
+        Penalty applied after each update, see :meth:`BaseLearningPenalty.select`.
+    exc : bool
+        On divergence, raise :class:`~skl_ortgrad.ConvergenceError` (True) or warn and
+        stop (False); the weights of the last finite epoch are kept either way.
+    penalized_weights : list of str, optional
+        Weights the penalty applies to (default: trained weights of rank >= 2 whose
+        first dimension is above 1, i.e. coefficient matrices, not intercepts).
+    shuffle : bool
+        Permute the rows at every epoch.
+    random_state : int, RandomState or None
+        Seed of the permutations.
+    tol : float or None
+        Stop when the monitored loss (validation loss if given, else training loss) has
+        not decreased by ``tol`` for ``n_iter_no_change`` epochs; None disables it.
+    n_iter_no_change : int
+        See ``tol``.
+    n_threads : int
+        onnxruntime intra-op threads (1 is fastest on small graphs).
+
+    Attributes
+    ----------
+    weights_ : list of numpy.ndarray
+        Current weights, in ``weights_to_train_`` order.
+    weights_to_train_ : list of str
+    t_ : int
+        Number of updates done plus one (the schedule's ``t``).
+    n_iter_ : int
+        Epochs run by the last :meth:`fit`.
+    train_losses_, validation_losses_ : list of float
+        Mean loss per epoch (validation: per evaluation).
+    validation_scores_ : list of float
+        Validation scores when ``fit`` receives a ``val_scorer``.
+    """
+
+    def __init__(
+        self,
+        model_onnx: onnx.ModelProto,
+        weights_to_train: list[str] | None = None,
+        max_iter: int = 100,
+        batch_size: int = 10,
+        learning_rate: Any = "SGD",
+        device: str = "cpu",
+        warm_start: bool = False,
+        verbose: int = 0,
+        validation_every: float = 0.1,
+        learning_loss: Any = "square_error",
+        enable_logging: bool = False,
+        weight_name: str | None = None,
+        learning_penalty: Any = None,
+        exc: bool = True,
+        penalized_weights: list[str] | None = None,
+        shuffle: bool = True,
+        random_state: Any = None,
+        tol: float | None = None,
+        n_iter_no_change: int = 5,
+        n_threads: int = 1,
+    ) -> None:
+        self.model_onnx = model_onnx
+        self.weights_to_train = weights_to_train
+        self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.device = device
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.validation_every = validation_every
+        self.learning_loss = learning_loss
+        self.enable_logging = enable_logging
+        self.weight_name = weight_name
+        self.learning_penalty = learning_penalty
+        self.exc = exc
+        self.penalized_weights = penalized_weights
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.n_threads = n_threads
+
+    # -- set-up -----------------------------------------------------------------------
+
+    def _resolve_objects(self) -> None:
+        self.learning_rate_ = BaseLearningRate.select(self.learning_rate)
+        self.learning_loss_ = BaseLearningLoss.select(self.learning_loss)
+        self.learning_penalty_ = BaseLearningPenalty.select(self.learning_penalty)
+        parse_device(self.device)
+        if int(self.max_iter) < 0 or int(self.batch_size) < 1:
+            raise ValueError(
+                f"max_iter must be >= 0 and batch_size >= 1, got {self.max_iter} and "
+                f"{self.batch_size}."
+            )
+
+    def _model_dtype(self) -> np.dtype:
+        elem = self.model_onnx.graph.output[0].type.tensor_type.elem_type
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+
+    def _initial_weights(self) -> tuple[list[str], list[np.ndarray]]:
+        if self.weights_to_train is None:
+            inits = get_train_initializer(self.model_onnx)
+        else:
+            available = {i.name: i for i in self.model_onnx.graph.initializer}
+            unknown = [name for name in self.weights_to_train if name not in available]
+            if unknown:
+                raise ValueError(
+                    f"Unknown weights {unknown}: the model's initializers are "
+                    f"{sorted(available)}."
+                )
+            inits = {
+                name: numpy_helper.to_array(available[name]) for name in self.weights_to_train
+            }
+        names = list(inits)
+        return names, [np.ascontiguousarray(inits[name]).copy() for name in names]
+
+    def _reset(self) -> None:
+        """Start from the model's initializers (what a non-warm :meth:`fit` does)."""
+        self.weights_to_train_, self.weights_ = self._initial_weights()
+        self.t_ = 1
+        self.lr_state_ = self.learning_rate_.init_state(self.weights_)
+        self.train_losses_: list[float] = []
+        self.validation_losses_: list[float] = []
+        self.validation_scores_: list[float] = []
+        self.n_iter_ = 0
+        self._engines: dict[bool, OrtGradientForwardBackward] = {}
+
+    def _penalized(self) -> list[np.ndarray]:
+        if self.penalized_weights is None:
+            return [w for w in self.weights_ if w.ndim >= 2 and w.shape[0] > 1]
+        index = {name: i for i, name in enumerate(self.weights_to_train_)}
+        return [self.weights_[index[name]] for name in self.penalized_weights]
+
+    def _engine(self, weighted: bool) -> OrtGradientForwardBackward:
+        """The forward/backward engine of model + loss (built once per weighting)."""
+        engines = self.__dict__.setdefault("_engines", {})
+        if weighted not in engines:
+            opset = next(
+                (op.version for op in self.model_onnx.opset_import if op.domain in ("", "ai.onnx")),
+                OPSET,
+            )
+            weight_name = (self.weight_name or "sample_weight") if weighted else None
+            loss_graph = self.learning_loss_.build_onnx_function(
+                min(opset, OPSET), self.device, weighted=weighted, dtype=self._model_dtype()
+            )
+            train_model = merge_loss_graph(
+                self.model_onnx, loss_graph, output_index=0, label_name=LABEL_NAME,
+                weight_name=weight_name, loss_name=LOSS_NAME,
+            )
+            options = SessionOptions()
+            options.intra_op_num_threads = int(self.n_threads)
+            options.inter_op_num_threads = 1
+            options.log_severity_level = 0 if self.enable_logging else 3
+            _, index = parse_device(self.device)
+            engines[weighted] = OrtGradientForwardBackward(
+                train_model,
+                weights_to_train=self.weights_to_train_,
+                sess_options=options,
+                providers=device_providers(self.device),
+                device_index=index,
+                enable_logging=self.enable_logging,
+            )
+        return engines[weighted]
+
+    def _as_arrays(
+        self, X: Any, y: Any, sample_weight: Any
+    ) -> tuple[list[Any], bool]:
+        dtype = self._model_dtype()
+        y = np.asarray(y, dtype=dtype)
+        if y.ndim == 1:
+            y = y.reshape((-1, 1))
+        if X.shape[0] != y.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}.")
+        X = X.astype(dtype, copy=False)
+        if sample_weight is None:
+            return [X, y], False
+        sample_weight = np.asarray(sample_weight, dtype=dtype).reshape((-1,))
+        if sample_weight.shape[0] != X.shape[0]:
+            raise ValueError(
+                f"sample_weight has {sample_weight.shape[0]} values for {X.shape[0]} rows."
+            )
+        return [X, y, sample_weight], True
+
+    # -- training ---------------------------------------------------------------------
+
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        sample_weight: Any = None,
+        X_val: Any = None,
+        y_val: Any = None,
+        val_scorer: Any = None,
+    ) -> OrtGradientForwardBackwardOptimizer:
+        """Train for up to ``max_iter`` epochs.
+
+        Parameters
+        ----------
+        X : array-like or scipy sparse matrix, shape (n_samples, n_features)
+        y : array-like, shape (n_samples,) or (n_samples, n_outputs)
+            Labels in the form the loss expects (floats; one-hot for softmax).
+        sample_weight : array-like, shape (n_samples,), optional
+        X_val, y_val : optional
+            Validation data; its loss is recorded in ``validation_losses_`` and, with
+            ``tol``, drives the stopping rule.
+        val_scorer : callable, optional
+            ``val_scorer()`` returns a validation score (higher is better) recorded in
+            ``validation_scores_``; it replaces the validation loss in the stopping
+            rule, which becomes scikit-learn's early stopping: stop when the score has
+            not improved by ``tol`` for ``n_iter_no_change`` epochs.
+        """
+        self._resolve_objects()
+        if not (self.warm_start and hasattr(self, "weights_")):
+            self._reset()
+        self.n_iter_ = self._run(
+            X, y, sample_weight, int(self.max_iter), X_val, y_val, val_scorer
+        )
+        return self
+
+    def partial_fit(
+        self, X: Any, y: Any, sample_weight: Any = None
+    ) -> OrtGradientForwardBackwardOptimizer:
+        """Run one epoch over ``(X, y)``, continuing from the current weights and ``t_``."""
+        if not hasattr(self, "weights_"):
+            self._resolve_objects()
+            self._reset()
+        self._run(X, y, sample_weight, 1, None, None, None)
+        return self
+
+    def _validation_period(self) -> int:
+        if self.validation_every < 1:
+            return max(1, round(self.validation_every * int(self.max_iter)))
+        return int(self.validation_every)
+
+    def _run(
+        self, X: Any, y: Any, sample_weight: Any, epochs: int, X_val: Any, y_val: Any,
+        val_scorer: Any,
+    ) -> int:
+        """Run up to ``epochs`` epochs; return how many ran."""
+        arrays, weighted = self._as_arrays(X, y, sample_weight)
+        engine = self._engine(weighted)
+        function = engine.new_instance()
+        device = ort_device(engine.cls_type_.device)
+        loader = MiniBatchLoader(
+            arrays, int(self.batch_size), bool(self.shuffle),
+            self.__dict__.setdefault("_rng", check_random_state(self.random_state)),
+            device,
+            lambda: [OrtValue.ortvalue_from_numpy(w, device) for w in self.weights_],
+        )
+        dtype = self._model_dtype()
+        # d(mean loss)/d(loss sum) per batch size; OrtValues borrow the numpy buffers
+        # without a reference, so the arrays are kept alive in scales.
+        scales = {n: np.array(1.0 / n, dtype=dtype) for n in loader.batch_sizes}
+        grad_outputs = {}
+        for n, scale in scales.items():
+            grad_outputs[n] = OrtValueVector()
+            grad_outputs[n].push_back(OrtValue.ortvalue_from_numpy(scale, device))
+        period = self._validation_period()
+        best, no_improvement = np.inf, 0
+        progress = tqdm(range(epochs), disable=not self.verbose, unit="epoch", leave=False)
+        epoch = 0
+        for epoch in progress:
+            snapshot = self.get_state()
+            try:
+                loss = self._epoch(function, loader, grad_outputs)
+            except _Diverged as diverged:
+                self.set_state(snapshot)
+                self._diverged(diverged)
+                return epoch
+            self.train_losses_.append(loss)
+            monitored = loss
+            if X_val is not None and ((epoch + 1) % period == 0 or epoch == epochs - 1):
+                if val_scorer is None:
+                    monitored = self.losses(X_val, y_val)
+                    self.validation_losses_.append(monitored)
+                else:
+                    score = float(val_scorer())
+                    self.validation_scores_.append(score)
+                    monitored = -score
+            progress.set_postfix(loss=f"{loss:.4g}")
+            if self.tol is not None:
+                no_improvement = no_improvement + 1 if monitored > best - self.tol else 0
+                best = min(best, monitored)
+                if no_improvement >= self.n_iter_no_change:
+                    return epoch + 1
+        return epoch + 1 if epochs else 0
+
+    def _epoch(
+        self,
+        function: Any,
+        loader: MiniBatchLoader,
+        grad_outputs: dict[int, OrtValueVector],
+    ) -> float:
+        """One pass over ``loader``; return the mean (sample-weighted) loss."""
+        rate, penalty = self.learning_rate_, self.learning_penalty_
+        weights, state = self.weights_, self.lr_state_
+        penalized = self._penalized()
+        total = 0.0
+        for batch, (n_rows, feeds) in enumerate(loader):
+            outputs = function.forward(feeds, training=True)
+            gradients = function.backward(grad_outputs[n_rows])
+            eta = rate.eta(self.t_)
+            loss = float(outputs[0].numpy())
+            if not np.isfinite(loss):
+                raise _Diverged(batch, loss, eta)
+            total += loss
+            rate.update_weights(
+                weights, [gradients[i].numpy() for i in range(len(weights))], state, eta
+            )
+            penalty.update_weights(penalized, eta)
+            self.t_ += 1
+        return total / loader.n_rows
+
+    def _diverged(self, diverged: _Diverged) -> None:
+        message = (
+            f"Training diverged at epoch {len(self.train_losses_) + 1}, batch "
+            f"{diverged.batch}: the loss is {diverged.loss} with learning rate "
+            f"eta={diverged.eta:.4g}. Last finite epoch losses: {self.train_losses_[-3:]}. "
+            "The weights of the last epoch that ended with a finite loss were kept; "
+            "use a smaller learning rate."
+        )
+        if self.exc:
+            raise ConvergenceError(message)
+        warnings.warn(message, ConvergenceWarning, stacklevel=3)
+
+    # -- state and evaluation ---------------------------------------------------------
+
+    def get_state(self) -> dict[str, Any]:
+        """Return a copy of the training state: weights, ``t_`` and the rate's state."""
+        return {
+            "weights": [w.copy() for w in self.weights_],
+            "t": self.t_,
+            "lr_state": [s.copy() for s in self.lr_state_],
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore a state from :meth:`get_state` (copied into the existing buffers)."""
+        for target, source in zip(self.weights_, state["weights"], strict=True):
+            np.copyto(target, source)
+        for target, source in zip(self.lr_state_, state["lr_state"], strict=True):
+            np.copyto(target, source)
+        self.t_ = state["t"]
+
+    def get_trained_onnx(self, model: onnx.ModelProto | None = None) -> onnx.ModelProto:
+        """Return a copy of ``model`` (default ``model_onnx``) with the trained weights."""
+        result = onnx.ModelProto()
+        result.CopyFrom(self.model_onnx if model is None else model)
+        trained = dict(zip(self.weights_to_train_, self.weights_, strict=True))
+        for init in result.graph.initializer:
+            if init.name in trained:
+                init.CopyFrom(numpy_helper.from_array(trained[init.name], init.name))
+        return result
+
+    def losses(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Mean (sample-weighted) loss of the current weights on ``(X, y)``."""
+        arrays, weighted = self._as_arrays(X, y, sample_weight)
+        if not isinstance(arrays[0], np.ndarray):
+            arrays[0] = arrays[0].toarray()
+        function = self._engine(weighted).new_instance()
+        outputs = function.forward([np.ascontiguousarray(a) for a in arrays] + self.weights_)
+        return float(outputs[0].numpy()) / arrays[0].shape[0]
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Opposite of :meth:`losses` (higher is better, scikit-learn's convention)."""
+        return -self.losses(X, y, sample_weight)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # onnxruntime objects do not pickle: drop the engines, rebuilt on demand.
+        state = self.__dict__.copy()
+        state.pop("_engines", None)
+        return state

@@ -1,0 +1,468 @@
+r"""Losses: thin objects over :func:`skl_ortgrad.utils.loss_graphs.build_loss_graph`.
+
+Every loss object names one *kind* of loss graph and its parameters. The graph takes
+``label`` :math:`y` and ``prediction`` :math:`p` of shape ``[N, K]`` and an optional
+``weight`` :math:`w` of shape ``[N]`` and returns the scalar
+
+.. math::
+
+    \mathrm{loss} = \sum_{i=1}^{N} w_i \sum_{k=1}^{K} \ell(y_{ik}, p_{ik})
+
+(a sum, not a mean: the optimizer divides by the batch size or the sum of the weights).
+Each class documents :math:`\ell` and :math:`\partial \ell / \partial p`;
+:meth:`BaseLearningLoss.loss_gradient` returns the loss and its gradient with respect to
+``prediction`` computed by onnxruntime-training from that graph.
+
+Classification losses work on raw scores :math:`s = p` with labels in :math:`\{0, 1\}`
+(one column per class for one-vs-rest, or a single column for a binary problem), except the
+softmax loss, which needs one-hot labels with one column per class.
+"""
+
+from __future__ import annotations
+
+import numbers
+from abc import abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+import onnx
+
+from skl_ortgrad.training.base_learning import BaseLearningObject
+from skl_ortgrad.utils.loss_graphs import build_loss_graph
+from skl_ortgrad.utils.onnx_model import OPSET
+
+__all__ = [
+    "AbsoluteLearningLoss",
+    "BaseLearningLoss",
+    "ElasticLearningLoss",
+    "EpsilonInsensitiveLearningLoss",
+    "HingeLearningLoss",
+    "HuberLearningLoss",
+    "ModifiedHuberLearningLoss",
+    "NegLogLearningLoss",
+    "SquareLearningLoss",
+]
+
+# Instance attribute holding onnxruntime sessions; ORT objects neither pickle nor deep-copy,
+# so __getstate__ drops it and it is rebuilt on first use.
+_CACHE = "_ort_sessions"
+
+
+class BaseLearningLoss(BaseLearningObject, family="learning loss"):
+    """Base class of losses.
+
+    Attributes
+    ----------
+    is_classification : bool (class attribute)
+        True when the loss expects labels in :math:`\\{0, 1\\}` and raw class scores.
+    requires_one_hot : bool
+        True when labels must be one-hot encoded with one column per class (softmax);
+        False when a single column (binary, or regression target) or one-vs-rest
+        indicator columns are expected.
+
+    :meth:`select` maps an estimator parameter to an object (numbers are rejected with a
+    TypeError: no number designates a loss):
+
+    =============================================  ============================================
+    value                                          object
+    =============================================  ============================================
+    ``None``                                       ``SquareLearningLoss()``
+    ``'squared_error'``, ``'square_error'``,       ``SquareLearningLoss()``
+    ``'l2'``
+    ``'absolute_error'``, ``'l1'``                 ``AbsoluteLearningLoss()``
+    ``'elastic'``                                  ``ElasticLearningLoss()``
+    ``'huber'``                                    ``HuberLearningLoss()``
+    ``'epsilon_insensitive'``                      ``EpsilonInsensitiveLearningLoss()``
+    ``'log'``, ``'log_loss'``, ``'neg_log'``       ``NegLogLearningLoss()`` (sigmoid)
+    ``'softmax'``, ``'multinomial'``               ``NegLogLearningLoss(probability_function=``
+                                                   ``'softmax')``
+    ``'hinge'``                                    ``HingeLearningLoss()``
+    ``'modified_huber'``                           ``ModifiedHuberLearningLoss()``
+    a ``BaseLearningLoss``                         itself
+    =============================================  ============================================
+    """
+
+    is_classification: ClassVar[bool] = False
+    requires_one_hot: ClassVar[bool] = False
+
+    @abstractmethod
+    def _graph_kind(self) -> tuple[str, dict[str, float]]:
+        """Return the kind of loss graph and its parameters, after validating them."""
+
+    @property
+    def kind(self) -> str:
+        """Name of the loss graph kind in :mod:`skl_ortgrad.utils.loss_graphs`."""
+        return self._graph_kind()[0]
+
+    def build_onnx_function(
+        self,
+        opset: int,
+        device: str,
+        weighted: bool = False,
+        dtype: type | np.dtype = np.float32,
+    ) -> onnx.ModelProto:
+        """Return the loss graph.
+
+        Parameters
+        ----------
+        opset : int
+            Version of the main ONNX domain (13 to 21).
+        device : str
+            Device the graph runs on; the graph is the same for every device.
+        weighted : bool, default=False
+            Add the input ``weight`` of shape ``[N]`` (sample weights).
+        dtype : numpy dtype, default=np.float32
+            Element type of the inputs and of the output.
+
+        Returns
+        -------
+        onnx.ModelProto
+            Inputs ``label`` [N, K], ``prediction`` [N, K] (and ``weight`` [N]); output the
+            scalar ``loss``.
+        """
+        kind, params = self._graph_kind()
+        return build_loss_graph(kind, dtype=dtype, weighted=weighted, opset=opset, **params)
+
+    # ------------------------------------------------------------------ gradient
+    def _gradient_session(self, weighted: bool, dtype: np.dtype) -> Any:
+        # Keyed by the parameters too: set_params after a first call must not reuse a
+        # session built for other parameter values.
+        kind, params = self._graph_kind()
+        key = (kind, tuple(sorted(params.items())), weighted, dtype.str)
+        cache = self.__dict__.setdefault(_CACHE, {})
+        if key not in cache:
+            cache[key] = self._build_gradient_session(weighted, dtype)
+        return cache[key]
+
+    def _build_gradient_session(self, weighted: bool, dtype: np.dtype) -> Any:
+        # Imported here: the training extension is only needed once a gradient is asked.
+        from onnxruntime import InferenceSession, SessionOptions
+
+        from skl_ortgrad.training.grad_helper import DerivativeOptions, onnx_derivative
+
+        graph = self.build_onnx_function(OPSET, "cpu", weighted=weighted, dtype=dtype)
+        # weights=[]: the loss graph has no trainable initializer, only the gradient with
+        # respect to the input 'prediction' is wanted; KeepOutputs returns the loss too.
+        grad = onnx_derivative(
+            graph,
+            weights=[],
+            inputs=["prediction"],
+            options=DerivativeOptions.Loss | DerivativeOptions.KeepOutputs,
+        )
+        options = SessionOptions()
+        # Batches of a loss are small: one thread avoids the thread pool's overhead.
+        options.intra_op_num_threads = 1
+        return InferenceSession(
+            grad.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+
+    def loss_gradient(
+        self,
+        label: np.ndarray,
+        prediction: np.ndarray,
+        weight: np.ndarray | None = None,
+    ) -> tuple[float, np.ndarray]:
+        r"""Return the loss and its gradient with respect to ``prediction``.
+
+        Both come from onnxruntime: the gradient graph of :meth:`build_onnx_function` is
+        built by onnxruntime-training
+        (:func:`skl_ortgrad.training.grad_helper.onnx_derivative`), so this checks the
+        very graph used in training.
+
+        Parameters
+        ----------
+        label : array of shape (N, K) or (N,)
+            Targets (regression), labels in {0, 1} (classification) or one-hot labels
+            (softmax). Cast to the dtype of ``prediction``.
+        prediction : float32 or float64 array of shape (N, K) or (N,)
+            Predictions or raw scores; its dtype is the graph's.
+        weight : array of shape (N,), optional
+            Sample weights.
+
+        Returns
+        -------
+        loss : float
+            :math:`\sum_i w_i \sum_k \ell(y_{ik}, p_{ik})`.
+        gradient : array with the shape and dtype of ``prediction``
+            :math:`w_i\, \partial \ell / \partial p_{ik}`.
+        """
+        prediction = np.asarray(prediction)
+        if prediction.dtype not in (np.float32, np.float64):
+            raise TypeError(f"prediction must be float32 or float64, got {prediction.dtype}.")
+        if prediction.ndim not in (1, 2):
+            raise ValueError(f"prediction must be 1-D or 2-D, got shape {prediction.shape}.")
+        dtype = prediction.dtype
+        label = np.asarray(label, dtype=dtype)
+        if label.shape != prediction.shape:
+            raise ValueError(
+                f"label has shape {label.shape}, prediction {prediction.shape}: they must match."
+            )
+        # ascontiguousarray: onnxruntime copies non-contiguous arrays anyway, and a 1-D
+        # input becomes the single column the graph expects.
+        feeds = {
+            "label": np.ascontiguousarray(label.reshape(len(label), -1)),
+            "prediction": np.ascontiguousarray(prediction.reshape(len(prediction), -1)),
+        }
+        if weight is not None:
+            weight = np.ascontiguousarray(weight, dtype=dtype)
+            if weight.shape != (len(prediction),):
+                raise ValueError(
+                    f"weight must have shape ({len(prediction)},), got {weight.shape}."
+                )
+            feeds["weight"] = weight
+        session = self._gradient_session(weight is not None, dtype)
+        loss, gradient = session.run(["loss", "prediction_grad"], feeds)
+        return float(loss), gradient.reshape(prediction.shape)
+
+    # ------------------------------------------------------------------ pickling
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state.pop(_CACHE, None)
+        return state
+
+
+def _check_nonnegative(owner: object, name: str) -> float:
+    value = getattr(owner, name)
+    if (
+        not isinstance(value, numbers.Real)
+        or isinstance(value, bool)
+        or not np.isfinite(value)
+        or value < 0
+    ):
+        raise ValueError(
+            f"{type(owner).__name__}: {name} must be a finite number >= 0, got {value!r}."
+        )
+    return float(value)
+
+
+class SquareLearningLoss(BaseLearningLoss):
+    r"""Squared error.
+
+    .. math::
+
+        \ell(y, p) = \frac12 (p - y)^2, \qquad \frac{\partial \ell}{\partial p} = p - y
+    """
+
+    def __init__(self) -> None:
+        pass
+
+    def _graph_kind(self) -> tuple[str, dict[str, float]]:
+        return "squared_error", {}
+
+
+class AbsoluteLearningLoss(BaseLearningLoss):
+    r"""Absolute error.
+
+    .. math::
+
+        \ell(y, p) = |p - y|, \qquad
+        \frac{\partial \ell}{\partial p} = \operatorname{sign}(p - y)
+
+    (0 at :math:`p = y`, the subgradient onnxruntime's ``Abs`` gradient uses).
+    """
+
+    def __init__(self) -> None:
+        pass
+
+    def _graph_kind(self) -> tuple[str, dict[str, float]]:
+        return "absolute_error", {}
+
+
+class ElasticLearningLoss(BaseLearningLoss):
+    r"""Mix of absolute and squared errors, with :math:`d = p - y`.
+
+    .. math::
+
+        \ell(y, p) = a |d| + b \frac{d^2}{2}, \qquad
+        \frac{\partial \ell}{\partial p} = a \operatorname{sign}(d) + b d
+
+    Parameters
+    ----------
+    l1_weight : float, default=0.5
+        :math:`a \ge 0`.
+    l2_weight : float, default=0.5
+        :math:`b \ge 0`.
+    """
+
+    def __init__(self, l1_weight: float = 0.5, l2_weight: float = 0.5) -> None:
+        self.l1_weight = l1_weight
+        self.l2_weight = l2_weight
+
+    def _graph_kind(self) -> tuple[str, dict[str, float]]:
+        return "elastic", {
+            "l1_weight": _check_nonnegative(self, "l1_weight"),
+            "l2_weight": _check_nonnegative(self, "l2_weight"),
+        }
+
+
+class HuberLearningLoss(BaseLearningLoss):
+    r"""Huber loss (scikit-learn's ``loss='huber'``), with :math:`d = p - y`.
+
+    .. math::
+
+        \ell(y, p) = \begin{cases} \frac12 d^2 & |d| \le \epsilon \\
+        \epsilon |d| - \frac12 \epsilon^2 & |d| > \epsilon \end{cases}, \qquad
+        \frac{\partial \ell}{\partial p} = \begin{cases} d & |d| \le \epsilon \\
+        \epsilon \operatorname{sign}(d) & |d| > \epsilon \end{cases}
+
+    Parameters
+    ----------
+    epsilon : float, default=0.1
+        :math:`\epsilon \ge 0`, where the loss turns from quadratic to linear.
+    """
+
+    def __init__(self, epsilon: float = 0.1) -> None:
+        self.epsilon = epsilon
+
+    def _graph_kind(self) -> tuple[str, dict[str, float]]:
+        return "huber", {"epsilon": _check_nonnegative(self, "epsilon")}
+
+
+class EpsilonInsensitiveLearningLoss(BaseLearningLoss):
+    r"""Epsilon-insensitive loss (linear SVR), with :math:`d = p - y`.
+
+    .. math::
+
+        \ell(y, p) = \max(0, |d| - \epsilon), \qquad
+        \frac{\partial \ell}{\partial p} = \begin{cases} \operatorname{sign}(d) &
+        |d| > \epsilon \\ 0 & |d| < \epsilon \end{cases}
+
+    Parameters
+    ----------
+    epsilon : float, default=0.1
+        :math:`\epsilon \ge 0`, half width of the band where errors cost nothing.
+    """
+
+    def __init__(self, epsilon: float = 0.1) -> None:
+        self.epsilon = epsilon
+
+    def _graph_kind(self) -> tuple[str, dict[str, float]]:
+        return "epsilon_insensitive", {"epsilon": _check_nonnegative(self, "epsilon")}
+
+
+_PROBABILITY_KINDS = {"sigmoid": "log", "softmax": "softmax_log"}
+
+
+class NegLogLearningLoss(BaseLearningLoss):
+    r"""Negative log-likelihood on raw scores :math:`s = p` (logistic regression).
+
+    ``probability_function='sigmoid'`` (binary or one-vs-rest, labels :math:`y \in \{0,1\}`,
+    :math:`\sigma(s) = 1 / (1 + e^{-s})`):
+
+    .. math::
+
+        q &= (1 - \epsilon) \sigma(s) + \frac{\epsilon}{2} \\
+        \ell(y, s) &= -y \log q - (1 - y) \log (1 - q) \\
+        \frac{\partial \ell}{\partial s} &= (1 - \epsilon)\, \sigma(s) (1 - \sigma(s))
+        \left( \frac{1 - y}{1 - q} - \frac{y}{q} \right)
+
+    which is :math:`\sigma(s) - y` when :math:`\epsilon = 0`.
+
+    ``probability_function='softmax'`` (multiclass, one-hot labels over :math:`K` columns,
+    :math:`\pi = \mathrm{softmax}(s)`):
+
+    .. math::
+
+        q_k &= (1 - \epsilon) \pi_k + \frac{\epsilon}{K} \\
+        \ell(y, s) &= -\sum_k y_k \log q_k \\
+        \frac{\partial \ell}{\partial s_j} &= -(1 - \epsilon) \sum_k \frac{y_k}{q_k}
+        \pi_k (\delta_{kj} - \pi_j)
+
+    which is :math:`\pi_j - y_j` when :math:`\epsilon = 0`.
+
+    :math:`\epsilon` keeps :math:`q` away from 0 and 1, so the loss and its gradient stay
+    finite at any score (the graph also uses numerically stable sigmoid and softmax). The
+    price: the loss of one element is bounded by :math:`-\log(\epsilon / 2)` (about 12.2
+    for the default) and its gradient vanishes for scores far on the wrong side
+    (:math:`|s| \gg \log(2/\epsilon)`), where the exact log loss (``eps=0``, gradient
+    :math:`\sigma(s) - y`, computed in a form that never overflows) keeps a gradient of
+    magnitude 1. Use ``eps=0`` when badly misclassified samples must still pull the
+    weights.
+
+    Parameters
+    ----------
+    eps : float, default=1e-5
+        :math:`\epsilon \in [0, 1)`.
+    probability_function : {'sigmoid', 'softmax'}, default='sigmoid'
+        How scores become probabilities; ``'softmax'`` needs one-hot labels
+        (:attr:`requires_one_hot` is then True).
+    """
+
+    is_classification: ClassVar[bool] = True
+
+    def __init__(self, eps: float = 1e-5, probability_function: str = "sigmoid") -> None:
+        self.eps = eps
+        self.probability_function = probability_function
+
+    @property  # type: ignore[override]
+    def requires_one_hot(self) -> bool:
+        """True with ``probability_function='softmax'``."""
+        return self.probability_function == "softmax"
+
+    def _graph_kind(self) -> tuple[str, dict[str, float]]:
+        if self.probability_function not in _PROBABILITY_KINDS:
+            raise ValueError(
+                f"probability_function must be one of {sorted(_PROBABILITY_KINDS)}, got "
+                f"{self.probability_function!r}."
+            )
+        eps = _check_nonnegative(self, "eps")
+        if eps >= 1:
+            raise ValueError(f"eps must be in [0, 1), got {self.eps!r}.")
+        return _PROBABILITY_KINDS[self.probability_function], {"eps": eps}
+
+
+class HingeLearningLoss(BaseLearningLoss):
+    r"""Hinge loss (linear SVM) on raw scores, labels :math:`y \in \{0, 1\}`.
+
+    With the margin :math:`z = (2y - 1) s`:
+
+    .. math::
+
+        \ell(y, s) = \max(0, 1 - z), \qquad
+        \frac{\partial \ell}{\partial s} = \begin{cases} -(2y - 1) & z < 1 \\ 0 & z > 1
+        \end{cases}
+    """
+
+    is_classification: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        pass
+
+    def _graph_kind(self) -> tuple[str, dict[str, float]]:
+        return "hinge", {}
+
+
+class ModifiedHuberLearningLoss(BaseLearningLoss):
+    r"""Modified Huber loss (scikit-learn's ``loss='modified_huber'``), labels in {0, 1}.
+
+    With the margin :math:`z = (2y - 1) s`:
+
+    .. math::
+
+        \ell(y, s) = \begin{cases} \max(0, 1 - z)^2 & z \ge -1 \\ -4 z & z < -1
+        \end{cases}, \qquad
+        \frac{\partial \ell}{\partial s} = \begin{cases} -2 (2y - 1) \max(0, 1 - z) &
+        z \ge -1 \\ -4 (2y - 1) & z < -1 \end{cases}
+    """
+
+    is_classification: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        pass
+
+    def _graph_kind(self) -> tuple[str, dict[str, float]]:
+        return "modified_huber", {}
+
+
+BaseLearningLoss.register_default(SquareLearningLoss)
+BaseLearningLoss.register_alias(("squared_error", "square_error", "l2"), SquareLearningLoss)
+BaseLearningLoss.register_alias(("absolute_error", "l1"), AbsoluteLearningLoss)
+BaseLearningLoss.register_alias("elastic", ElasticLearningLoss)
+BaseLearningLoss.register_alias("huber", HuberLearningLoss)
+BaseLearningLoss.register_alias("epsilon_insensitive", EpsilonInsensitiveLearningLoss)
+BaseLearningLoss.register_alias(("log", "log_loss", "neg_log"), NegLogLearningLoss)
+BaseLearningLoss.register_alias(
+    ("softmax", "multinomial"), NegLogLearningLoss, probability_function="softmax"
+)
+BaseLearningLoss.register_alias("hinge", HingeLearningLoss)
+BaseLearningLoss.register_alias("modified_huber", ModifiedHuberLearningLoss)

@@ -1,0 +1,450 @@
+r"""Learning rates: the step size schedule and the rule that moves the weights.
+
+The optimizer calls, for every mini-batch, once the gradients :math:`g` of the batch's
+*mean* loss with respect to every weight :math:`w` are known::
+
+    eta = learning_rate.eta(t)                 # t = 1, 2, ... counts the updates
+    learning_rate.update_weights(weights, gradients, state, eta)
+
+where ``state = learning_rate.init_state(weights)`` was built once before training.
+Updates happen **in place**: onnxruntime borrows the numpy buffers of the weights, a new
+array would not be seen by the training session.
+
+Schedules (``learning_rate`` parameter), the same as scikit-learn's
+:class:`~sklearn.linear_model.SGDRegressor` with ``t`` counting updates (with
+``batch_size=1`` it is scikit-learn's per-sample ``t``):
+
+* ``'constant'``: :math:`\eta_t = \eta_0`;
+* ``'invscaling'``: :math:`\eta_t = \eta_0 / t^{p}` with :math:`p` = ``power_t``;
+* ``'optimal'``: :math:`\eta_t = 1 / (\alpha (t_0 + t - 1))` with
+  :math:`t_0 = 1 / (\alpha\, \eta_{init})`, :math:`\eta_{init} = \tau / \max(1,
+  \ell'(-\tau, 1))` and :math:`\tau = \sqrt{1 / \sqrt{\alpha}}`, the heuristic of
+  scikit-learn (Léon Bottou's "typical weight"). Every loss of this package decreases
+  when the score moves towards the label, so :math:`\ell'(-\tau, 1) \le 0` and
+  :math:`\eta_{init} = \tau`: :math:`t_0 = 1 / (\alpha \tau)`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from abc import abstractmethod
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from skl_ortgrad.training.base_learning import BaseLearningObject
+from skl_ortgrad.utils.onnx_model import OPSET, make_model, onnx_dtype
+
+__all__ = ["BaseLearningRate", "LearningRateSGD", "LearningRateSGDNesterov"]
+
+_SCHEDULES = ("constant", "invscaling", "optimal")
+# Oldest opset whose Add/Sub/Mul broadcast numpy-style and whose kernels exist in
+# onnxruntime for float16/float/double: older graphs are not worth supporting.
+_MIN_OPSET = 13
+
+
+def _check_opset(opset: int) -> None:
+    if not isinstance(opset, numbers.Integral) or not _MIN_OPSET <= opset <= OPSET:
+        raise ValueError(f"opset must be an integer in [{_MIN_OPSET}, {OPSET}], got {opset!r}.")
+
+
+def _check_n_tensors(n_tensors: int) -> None:
+    if not isinstance(n_tensors, numbers.Integral) or n_tensors < 1:
+        raise ValueError(f"n_tensors must be a positive integer, got {n_tensors!r}.")
+
+
+def _check_lists(weights: list[np.ndarray], gradients: list[np.ndarray]) -> None:
+    if len(weights) != len(gradients):
+        raise ValueError(f"{len(weights)} weights but {len(gradients)} gradients.")
+    for i, (w, g) in enumerate(zip(weights, gradients, strict=True)):
+        if w.shape != g.shape:
+            raise ValueError(f"Weight {i} has shape {w.shape} but its gradient {g.shape}.")
+
+
+class BaseLearningRate(BaseLearningObject, family="learning rate"):
+    """Base class of learning rates.
+
+    A learning rate gives the step size at every update (:meth:`eta`), the per-weight
+    state it needs (:meth:`init_state`), the in-place numpy update
+    (:meth:`update_weights`) and the same update as an ONNX graph
+    (:meth:`build_onnx_function`) for devices numpy cannot reach.
+
+    :meth:`select` maps an estimator parameter to an object:
+
+    ==================================  =====================================================
+    value                               object
+    ==================================  =====================================================
+    ``None``                            ``LearningRateSGD()`` (invscaling, eta0=0.01)
+    float ``x``                         ``LearningRateSGD(eta0=x, learning_rate='constant')``
+    ``'SGD'``, ``'sgd'``                ``LearningRateSGD()``
+    ``'constant'``                      ``LearningRateSGD(learning_rate='constant')``
+    ``'invscaling'``                    ``LearningRateSGD(learning_rate='invscaling')``
+    ``'optimal'``                       ``LearningRateSGD(learning_rate='optimal')``
+    ``'SGDNesterov'``, ``'nesterov'``   ``LearningRateSGDNesterov()``
+    ``'momentum'``                      ``LearningRateSGDNesterov(nesterov=False)``
+    a ``BaseLearningRate``              itself
+    ==================================  =====================================================
+    """
+
+    @abstractmethod
+    def eta(self, t: int) -> float:
+        """Return the learning rate used by update number ``t`` (``t >= 1``)."""
+
+    @abstractmethod
+    def init_state(self, weights: list[np.ndarray]) -> list[np.ndarray]:
+        """Return the state :meth:`update_weights` needs, one array per weight or none."""
+
+    @abstractmethod
+    def update_weights(
+        self,
+        weights: list[np.ndarray],
+        gradients: list[np.ndarray],
+        state: list[np.ndarray],
+        eta: float,
+    ) -> None:
+        """Move ``weights`` (and ``state``) in place given the gradients of the mean loss."""
+
+
+class LearningRateSGD(BaseLearningRate):
+    r"""Plain stochastic gradient descent with scikit-learn's step size schedules.
+
+    Update rule, for every weight :math:`w` with gradient :math:`g` of the mini-batch's
+    mean loss:
+
+    .. math::
+
+        w \leftarrow w - \eta_t\, g
+
+    Parameters
+    ----------
+    eta0 : float, default=0.01
+        Initial learning rate of the ``'constant'`` and ``'invscaling'`` schedules
+        (> 0).
+    alpha : float, default=0.0001
+        Used only by the ``'optimal'`` schedule (> 0). It is not a penalty here: the
+        penalty is a separate object (:mod:`skl_ortgrad.training.sgd_learning_penalty`).
+    power_t : float, default=0.25
+        Exponent of the ``'invscaling'`` schedule.
+    learning_rate : {'constant', 'invscaling', 'optimal'}, default='invscaling'
+        Schedule:
+
+        * ``'constant'``: :math:`\eta_t = \eta_0`;
+        * ``'invscaling'``: :math:`\eta_t = \eta_0 / t^{power\_t}`;
+        * ``'optimal'``: :math:`\eta_t = 1 / (\alpha (t_0 + t - 1))`,
+          :math:`t_0 = 1 / (\alpha \tau)`, :math:`\tau = \sqrt{1/\sqrt{\alpha}}`.
+
+        scikit-learn's ``'optimal'`` starts from
+        :math:`\eta_{init} = \tau / \max(1, \ell'(-\tau, 1))`; for every loss used in this
+        package :math:`\ell'(-\tau, 1) \le 0` (the loss decreases as the score moves
+        towards the label), hence :math:`\eta_{init} = \tau`, which is what is used.
+
+    Notes
+    -----
+    Parameters are validated when the object is used (:meth:`eta`, :meth:`init_state`),
+    not in ``__init__``, following scikit-learn's convention.
+
+    References
+    ----------
+    scikit-learn, ``SGDRegressor`` / ``SGDClassifier``, parameter ``learning_rate``.
+    L. Bottou, "Stochastic Gradient Descent Tricks", Neural Networks: Tricks of the Trade,
+    2012 (the ``'optimal'`` heuristic).
+    """
+
+    def __init__(
+        self,
+        eta0: float = 0.01,
+        alpha: float = 0.0001,
+        power_t: float = 0.25,
+        learning_rate: str = "invscaling",
+    ) -> None:
+        self.eta0 = eta0
+        self.alpha = alpha
+        self.power_t = power_t
+        self.learning_rate = learning_rate
+
+    # ------------------------------------------------------------------ checks
+    def _check_params(self) -> None:
+        if self.learning_rate not in _SCHEDULES:
+            raise ValueError(
+                f"learning_rate must be one of {list(_SCHEDULES)}, got {self.learning_rate!r}."
+            )
+        if not _positive(self.eta0):
+            raise ValueError(f"eta0 must be a finite number > 0, got {self.eta0!r}.")
+        if self.learning_rate == "optimal" and not _positive(self.alpha):
+            raise ValueError(
+                f"alpha must be a finite number > 0 with learning_rate='optimal', "
+                f"got {self.alpha!r}."
+            )
+        if self.learning_rate == "invscaling" and not _finite(self.power_t):
+            raise ValueError(f"power_t must be a finite number, got {self.power_t!r}.")
+
+    # ------------------------------------------------------------------ schedule
+    def eta(self, t: int) -> float:
+        """Return the learning rate of update number ``t``.
+
+        Parameters
+        ----------
+        t : int
+            Number of the update, starting at 1 (scikit-learn's ``t_`` when the batch
+            size is 1).
+
+        Returns
+        -------
+        float
+            :math:`\\eta_t` for the chosen schedule (see the class docstring).
+        """
+        self._check_params()
+        if t < 1:
+            raise ValueError(f"t counts updates and starts at 1, got {t!r}.")
+        if self.learning_rate == "constant":
+            return float(self.eta0)
+        if self.learning_rate == "invscaling":
+            return float(self.eta0) / float(t) ** float(self.power_t)
+        alpha = float(self.alpha)
+        typw = math.sqrt(1.0 / math.sqrt(alpha))
+        t0 = 1.0 / (alpha * typw)
+        return 1.0 / (alpha * (t0 + t - 1))
+
+    # ------------------------------------------------------------------ update
+    def init_state(self, weights: list[np.ndarray]) -> list[np.ndarray]:
+        """Plain SGD keeps no state: return ``[]`` (after validating the parameters)."""
+        self._check_params()
+        return []
+
+    def update_weights(
+        self,
+        weights: list[np.ndarray],
+        gradients: list[np.ndarray],
+        state: list[np.ndarray],
+        eta: float,
+    ) -> None:
+        r"""Apply :math:`w \leftarrow w - \eta g` to every weight, in place.
+
+        Parameters
+        ----------
+        weights : list of numpy arrays
+            Modified in place (onnxruntime may hold their buffers).
+        gradients : list of numpy arrays
+            Gradients of the mini-batch's mean loss, same shapes as ``weights``.
+        state : list
+            Unused (``[]``, see :meth:`init_state`).
+        eta : float
+            Learning rate of this update, usually ``self.eta(t)``.
+        """
+        _check_lists(weights, gradients)
+        eta = float(eta)
+        for w, g in zip(weights, gradients, strict=True):
+            # eta * g is one temporary of the size of g; -= keeps w's buffer.
+            w -= eta * g
+
+    def build_onnx_function(
+        self, opset: int, device: str, n_tensors: int, dtype: type | np.dtype = np.float32
+    ) -> onnx.ModelProto:
+        r"""Return the update :math:`w_i \leftarrow w_i - \eta g_i` as an ONNX graph.
+
+        Parameters
+        ----------
+        opset : int
+            Version of the main ONNX domain (13 to 21).
+        device : str
+            Device the graph runs on; the graph only uses standard operators and is the
+            same for every device.
+        n_tensors : int
+            Number of weights.
+        dtype : numpy dtype, default=np.float32
+            Element type of weights, gradients and ``eta``.
+
+        Returns
+        -------
+        onnx.ModelProto
+            Inputs ``w0..w{n-1}``, ``g0..g{n-1}``, ``eta`` (a scalar of ``dtype``);
+            outputs ``new_w0..new_w{n-1}``.
+        """
+        _check_opset(opset)
+        _check_n_tensors(n_tensors)
+        elem = onnx_dtype(dtype)
+        nodes, inputs, outputs = [], [], []
+        for i in range(n_tensors):
+            inputs.append(helper.make_tensor_value_info(f"w{i}", elem, None))
+        for i in range(n_tensors):
+            inputs.append(helper.make_tensor_value_info(f"g{i}", elem, None))
+        inputs.append(helper.make_tensor_value_info("eta", elem, []))
+        for i in range(n_tensors):
+            nodes.append(helper.make_node("Mul", ["eta", f"g{i}"], [f"step{i}"]))
+            nodes.append(helper.make_node("Sub", [f"w{i}", f"step{i}"], [f"new_w{i}"]))
+            outputs.append(helper.make_tensor_value_info(f"new_w{i}", elem, None))
+        graph = helper.make_graph(nodes, "sgd_update", inputs, outputs)
+        return make_model(graph, opset=opset)
+
+
+class LearningRateSGDNesterov(LearningRateSGD):
+    r"""Stochastic gradient descent with momentum, Nesterov's by default.
+
+    The update is the one of scikit-learn's MLP ``SGDOptimizer``, for every weight
+    :math:`w` with velocity :math:`v` (zero at start) and momentum :math:`\mu`:
+
+    .. math::
+
+        v &\leftarrow \mu v - \eta_t g \\
+        w &\leftarrow w + \mu v - \eta_t g \quad \text{(nesterov=True)} \\
+        w &\leftarrow w + v \quad \text{(nesterov=False, classical momentum)}
+
+    where the Nesterov form evaluates the look-ahead step with the already updated
+    velocity (Sutskever et al., 2013, reformulated so that the gradient is taken at the
+    current weights).
+
+    Parameters
+    ----------
+    eta0, alpha, power_t, learning_rate
+        The step size schedule, see :class:`LearningRateSGD`.
+    momentum : float, default=0.9
+        :math:`\mu`, in :math:`[0, 1)`.
+    nesterov : bool, default=True
+        Nesterov's momentum when True, classical momentum otherwise.
+
+    References
+    ----------
+    I. Sutskever, J. Martens, G. Dahl, G. Hinton, "On the importance of initialization
+    and momentum in deep learning", ICML 2013.
+    scikit-learn, ``sklearn.neural_network._stochastic_optimizers.SGDOptimizer``.
+    """
+
+    def __init__(
+        self,
+        eta0: float = 0.01,
+        alpha: float = 0.0001,
+        power_t: float = 0.25,
+        learning_rate: str = "invscaling",
+        momentum: float = 0.9,
+        nesterov: bool = True,
+    ) -> None:
+        super().__init__(eta0=eta0, alpha=alpha, power_t=power_t, learning_rate=learning_rate)
+        self.momentum = momentum
+        self.nesterov = nesterov
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        if not _finite(self.momentum) or not 0 <= self.momentum < 1:
+            raise ValueError(f"momentum must be in [0, 1), got {self.momentum!r}.")
+        if not isinstance(self.nesterov, bool | np.bool_):
+            raise ValueError(f"nesterov must be a bool, got {self.nesterov!r}.")
+
+    def init_state(self, weights: list[np.ndarray]) -> list[np.ndarray]:
+        """Return one zero velocity per weight, with the weight's shape and dtype."""
+        self._check_params()
+        return [np.zeros_like(w, order="C") for w in weights]
+
+    def update_weights(
+        self,
+        weights: list[np.ndarray],
+        gradients: list[np.ndarray],
+        state: list[np.ndarray],
+        eta: float,
+    ) -> None:
+        r"""Apply the momentum update to weights and velocities, both in place.
+
+        Parameters
+        ----------
+        weights : list of numpy arrays
+            Modified in place.
+        gradients : list of numpy arrays
+            Gradients of the mini-batch's mean loss.
+        state : list of numpy arrays
+            Velocities from :meth:`init_state`, modified in place.
+        eta : float
+            Learning rate of this update.
+        """
+        _check_lists(weights, gradients)
+        if len(state) != len(weights):
+            raise ValueError(
+                f"{len(weights)} weights but {len(state)} velocities; build the state "
+                "with init_state(weights)."
+            )
+        eta = float(eta)
+        mu = float(self.momentum)
+        for w, g, v in zip(weights, gradients, state, strict=True):
+            step = eta * g
+            # Same operation order as scikit-learn (mu * v - eta * g) so results agree
+            # to the last bit in float64.
+            v *= mu
+            v -= step
+            if self.nesterov:
+                w += mu * v - step
+            else:
+                w += v
+
+    def build_onnx_function(
+        self, opset: int, device: str, n_tensors: int, dtype: type | np.dtype = np.float32
+    ) -> onnx.ModelProto:
+        r"""Return the momentum update as an ONNX graph.
+
+        Parameters
+        ----------
+        opset : int
+            Version of the main ONNX domain (13 to 21).
+        device : str
+            Device the graph runs on; the graph is the same for every device.
+        n_tensors : int
+            Number of weights.
+        dtype : numpy dtype, default=np.float32
+            Element type of weights, gradients, velocities and ``eta``.
+
+        Returns
+        -------
+        onnx.ModelProto
+            Inputs ``w0..w{n-1}``, ``g0..g{n-1}``, ``v0..v{n-1}``, ``eta``; outputs
+            ``new_w0..new_w{n-1}``, ``new_v0..new_v{n-1}`` with
+            :math:`v' = \mu v - \eta g` and :math:`w' = w + \mu v' - \eta g` (Nesterov) or
+            :math:`w' = w + v'`. :math:`\mu` is stored in the graph as an initializer.
+        """
+        self._check_params()
+        _check_opset(opset)
+        _check_n_tensors(n_tensors)
+        elem = onnx_dtype(dtype)
+        mu = numpy_helper.from_array(np.array(self.momentum, dtype=dtype), name="mu")
+        nodes, inputs, outputs = [], [], []
+        for prefix in ("w", "g", "v"):
+            for i in range(n_tensors):
+                inputs.append(helper.make_tensor_value_info(f"{prefix}{i}", elem, None))
+        inputs.append(helper.make_tensor_value_info("eta", elem, []))
+        for i in range(n_tensors):
+            nodes.append(helper.make_node("Mul", ["eta", f"g{i}"], [f"step{i}"]))
+            nodes.append(helper.make_node("Mul", ["mu", f"v{i}"], [f"mv{i}"]))
+            nodes.append(helper.make_node("Sub", [f"mv{i}", f"step{i}"], [f"new_v{i}"]))
+            if self.nesterov:
+                nodes.append(helper.make_node("Mul", ["mu", f"new_v{i}"], [f"mnv{i}"]))
+                nodes.append(helper.make_node("Sub", [f"mnv{i}", f"step{i}"], [f"upd{i}"]))
+                nodes.append(helper.make_node("Add", [f"w{i}", f"upd{i}"], [f"new_w{i}"]))
+            else:
+                nodes.append(helper.make_node("Add", [f"w{i}", f"new_v{i}"], [f"new_w{i}"]))
+        for prefix in ("new_w", "new_v"):
+            for i in range(n_tensors):
+                outputs.append(helper.make_tensor_value_info(f"{prefix}{i}", elem, None))
+        name = "nesterov_update" if self.nesterov else "momentum_update"
+        graph = helper.make_graph(nodes, name, inputs, outputs, initializer=[mu])
+        return make_model(graph, opset=opset)
+
+
+def _finite(value: Any) -> bool:
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(float(value))
+    )
+
+
+def _positive(value: Any) -> bool:
+    return _finite(value) and value > 0
+
+
+BaseLearningRate.register_default(LearningRateSGD)
+BaseLearningRate.register_float(LearningRateSGD, "eta0", learning_rate="constant")
+BaseLearningRate.register_alias(("SGD", "sgd"), LearningRateSGD)
+for _schedule in _SCHEDULES:
+    BaseLearningRate.register_alias(_schedule, LearningRateSGD, learning_rate=_schedule)
+del _schedule
+BaseLearningRate.register_alias(("SGDNesterov", "nesterov"), LearningRateSGDNesterov)
+BaseLearningRate.register_alias("momentum", LearningRateSGDNesterov, nesterov=False)

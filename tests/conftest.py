@@ -1,0 +1,38 @@
+"""Shared fixtures: small skl2onnx graphs in the form the training engine needs."""
+
+import warnings
+
+import numpy as np
+import pytest
+from skl2onnx import to_onnx
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LinearRegression
+from sklearn.neural_network import MLPRegressor
+
+from skl_ortgrad.utils.onnx_model import TARGET_OPSET
+
+
+@pytest.fixture(scope="session")
+def regression_data():
+    rng = np.random.RandomState(0)
+    X = rng.randn(200, 4).astype(np.float32)
+    coef = np.array([1.5, -2.0, 0.5, 3.0], dtype=np.float32)
+    y = (X @ coef + 0.7 + 0.01 * rng.randn(200)).astype(np.float32)
+    return X, y
+
+
+@pytest.fixture(scope="session")
+def linear_onnx(regression_data):
+    X, y = regression_data
+    model = LinearRegression().fit(X[:20], y[:20] * 0 + 1)
+    return to_onnx(model, X[:1], target_opset=TARGET_OPSET, black_op={"LinearRegressor"})
+
+
+@pytest.fixture(scope="session")
+def mlp_onnx(regression_data):
+    X, y = regression_data
+    model = MLPRegressor(hidden_layer_sizes=(5,), activation="tanh", max_iter=5, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, y)
+    return model, to_onnx(model, X[:1], target_opset=TARGET_OPSET)

@@ -1,0 +1,152 @@
+"""The forward/backward engine against numpy and finite differences."""
+
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+from skl_ortgrad.training.ortgradient import (
+    OrtGradientForwardBackward,
+    OrtGradientForwardBackwardFunction,
+    device_providers,
+    parse_device,
+)
+
+
+def test_linear_forward_backward_matches_numpy(linear_onnx, regression_data):
+    X, _ = regression_data
+    engine = OrtGradientForwardBackward(linear_onnx, debug=True)
+    assert engine.cls_type_.weights_to_train == ["coef", "intercept"]
+    assert issubclass(engine.cls_type_, OrtGradientForwardBackwardFunction)
+    coef = engine.get_initializer("coef") + 0.5
+    intercept = engine.get_initializer("intercept")
+    fn = engine.new_instance()
+    out = fn.forward([X, coef, intercept], training=True)
+    np.testing.assert_allclose(out[0].numpy(), X @ coef + intercept, rtol=1e-5, atol=1e-5)
+    g = np.random.RandomState(1).randn(X.shape[0], 1).astype(np.float32)
+    grads = fn.backward([g])
+    np.testing.assert_allclose(grads[0].numpy(), X.T @ g, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(grads[1].numpy(), g.sum(axis=0), rtol=1e-4, atol=1e-4)
+
+
+def test_inference_forward_uses_given_weights(linear_onnx, regression_data):
+    X, _ = regression_data
+    engine = OrtGradientForwardBackward(linear_onnx)
+    coef = np.ones((4, 1), dtype=np.float32)
+    intercept = np.array([2.0], dtype=np.float32)
+    out = engine.new_instance().forward([X, coef, intercept])
+    np.testing.assert_allclose(out[0].numpy().ravel(), X.sum(axis=1) + 2, rtol=1e-5)
+
+
+def test_weight_order_follows_weights_to_train(linear_onnx, regression_data):
+    X, _ = regression_data
+    engine = OrtGradientForwardBackward(linear_onnx, weights_to_train=["intercept", "coef"])
+    fn = engine.new_instance()
+    intercept = engine.get_initializer("intercept")
+    coef = engine.get_initializer("coef")
+    fn.forward([X, intercept, coef], training=True)
+    grads = fn.backward([np.ones((X.shape[0], 1), dtype=np.float32)])
+    assert engine.cls_type_.grad_names == ["intercept_grad", "coef_grad"]
+    np.testing.assert_allclose(grads[0].numpy(), [X.shape[0]], rtol=1e-5)
+    np.testing.assert_allclose(grads[1].numpy().ravel(), X.sum(axis=0), rtol=1e-4)
+
+
+def test_mlp_gradient_matches_finite_differences(mlp_onnx, regression_data):
+    _, onx = mlp_onnx
+    X, _ = regression_data
+    X = X[:10]
+    engine = OrtGradientForwardBackward(onx)
+    names = engine.cls_type_.weights_to_train
+    assert len(names) == 4
+    weights = [engine.get_initializer(name).astype(np.float32) for name in names]
+
+    def total(ws):
+        out = engine.new_instance().forward([X, *ws])
+        return float(out[0].numpy().astype(np.float64).sum())
+
+    fn = engine.new_instance()
+    fn.forward([X, *weights], training=True)
+    grads = fn.backward([np.ones((X.shape[0], 1), dtype=np.float32)])
+    eps = 1e-2
+    for k, w in enumerate(weights):
+        for index in list(np.ndindex(w.shape))[:4]:
+            plus = [x.copy() for x in weights]
+            minus = [x.copy() for x in weights]
+            plus[k][index] += eps
+            minus[k][index] -= eps
+            numeric = (total(plus) - total(minus)) / (2 * eps)
+            assert grads[k].numpy()[index] == pytest.approx(numeric, rel=2e-2, abs=2e-2)
+
+
+def test_debug_checks_feed_dtype_and_shape(linear_onnx, regression_data):
+    X, _ = regression_data
+    engine = OrtGradientForwardBackward(linear_onnx, debug=True)
+    fn = engine.new_instance()
+    coef, intercept = engine.get_initializer("coef"), engine.get_initializer("intercept")
+    with pytest.raises(TypeError, match="Input 'X' has dtype float64"):
+        fn.forward([X.astype(np.float64), coef, intercept])
+    with pytest.raises(ValueError, match="Input 'coef' has shape"):
+        fn.forward([X, coef[:2], intercept])
+    with pytest.raises(ValueError, match="Expected 3 tensors"):
+        fn.forward([X, coef])
+
+
+def test_backward_checks_gradient_dtype(linear_onnx, regression_data):
+    X, _ = regression_data
+    engine = OrtGradientForwardBackward(linear_onnx)
+    fn = engine.new_instance()
+    fn.forward([X, engine.get_initializer("coef"), engine.get_initializer("intercept")], True)
+    with pytest.raises(TypeError, match="has dtype float64, the graph expects float32"):
+        fn.backward([np.ones((X.shape[0], 1))])
+    # The failed call consumed nothing: the right dtype still works.
+    grads = fn.backward([np.ones((X.shape[0], 1), dtype=np.float32)])
+    np.testing.assert_allclose(grads[1].numpy(), [X.shape[0]])
+    with pytest.raises(RuntimeError, match="needs a forward"):
+        fn.backward([np.ones((X.shape[0], 1), dtype=np.float32)])
+
+
+def test_unknown_or_integer_weight_is_an_error(linear_onnx):
+    with pytest.raises(ValueError, match="Unknown weights \\['nope'\\]"):
+        OrtGradientForwardBackward(linear_onnx, weights_to_train=["nope"])
+    with pytest.raises(ValueError, match="not floating point"):
+        OrtGradientForwardBackward(linear_onnx, weights_to_train=["shape_tensor"])
+
+
+def test_pickle_rebuilds_sessions(linear_onnx, regression_data):
+    X, _ = regression_data
+    engine = OrtGradientForwardBackward(linear_onnx, class_name="LinearFB")
+    clone = pickle.loads(pickle.dumps(engine))
+    assert clone.cls_type_.__name__ == "LinearFB"
+    assert "weights_to_train=['coef', 'intercept']" in repr(clone)
+    feeds = [X, engine.get_initializer("coef"), engine.get_initializer("intercept")]
+    np.testing.assert_array_equal(
+        clone.new_instance().forward(feeds)[0].numpy(),
+        engine.new_instance().forward(feeds)[0].numpy(),
+    )
+
+
+def test_save_onnx_graph(linear_onnx, tmp_path):
+    engine = OrtGradientForwardBackward(linear_onnx)
+    paths = engine.save_onnx_graph(str(tmp_path), prefix="lin", suffix=".v1")
+    assert sorted(os.path.basename(p) for p in paths.values()) == [
+        "lin.forward.v1.onnx", "lin.gradient.v1.onnx"]
+
+
+def test_get_initializer_missing(linear_onnx):
+    engine = OrtGradientForwardBackward(linear_onnx)
+    assert engine.get_initializer("nope", exc=False) is None
+    with pytest.raises(KeyError, match="No initializer 'nope'"):
+        engine.get_initializer("nope")
+
+
+def test_devices():
+    assert parse_device("cuda:1") == ("cuda", 1)
+    assert device_providers("cpu") == ["CPUExecutionProvider"]
+    with pytest.raises(ValueError, match="Unknown device 'gpu'"):
+        parse_device("gpu")
+    from onnxruntime import get_available_providers
+
+    if "CUDAExecutionProvider" not in get_available_providers():
+        with pytest.raises(ValueError, match="needs CUDAExecutionProvider"):
+            device_providers("cuda")

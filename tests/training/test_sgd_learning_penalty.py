@@ -1,0 +1,226 @@
+"""Penalties: loss value, proximal update (numpy and ONNX), contract, aliases."""
+
+import pickle
+
+import numpy as np
+import pytest
+from onnxruntime import InferenceSession
+from sklearn.base import BaseEstimator, clone
+from sklearn.linear_model import SGDRegressor
+
+from skl_ortgrad.training.sgd_learning_penalty import (
+    BaseLearningPenalty,
+    ElasticLearningPenalty,
+    NoLearningPenalty,
+)
+
+
+def _weights(seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s).astype(dtype) for s in [(5, 3), (3,), (2, 2, 2)]]
+
+
+def _buffer(a):
+    return a.__array_interface__["data"][0]
+
+
+def _reference_update(w, eta, l1, l2):
+    decayed = w * max(0.0, 1.0 - eta * l2)
+    return np.sign(decayed) * np.maximum(np.abs(decayed) - eta * l1, 0.0)
+
+
+@pytest.mark.parametrize(("l1", "l2"), [(0.5, 0.5), (0.0, 0.3), (0.2, 0.0), (0.0, 0.0)])
+def test_penalty_loss(l1, l2):
+    weights = _weights()
+    expected = sum(l1 * np.abs(w).sum() + 0.5 * l2 * (w**2).sum() for w in weights)
+    got = ElasticLearningPenalty(l1=l1, l2=l2).penalty_loss(weights)
+    assert isinstance(got, float)
+    assert got == pytest.approx(expected, rel=1e-13)
+    assert NoLearningPenalty().penalty_loss(weights) == 0.0
+
+
+@pytest.mark.parametrize(("l1", "l2"), [(0.5, 0.5), (0.0, 0.3), (0.2, 0.0), (1e-4, 1e-4)])
+@pytest.mark.parametrize("eta", [1e-3, 0.1, 0.9])
+def test_update_matches_numpy(l1, l2, eta):
+    weights = _weights()
+    expected = [_reference_update(w, eta, l1, l2) for w in weights]
+    ElasticLearningPenalty(l1=l1, l2=l2).update_weights(weights, eta)
+    for got, exp in zip(weights, expected, strict=True):
+        np.testing.assert_allclose(got, exp, rtol=1e-15, atol=1e-300)
+
+
+def test_update_is_in_place():
+    weights = _weights(dtype=np.float32)
+    before = [w.copy() for w in weights]
+    ids, buffers = [id(w) for w in weights], [_buffer(w) for w in weights]
+    views = [w.reshape(-1) for w in weights]  # stands for onnxruntime's borrowed buffer
+    ElasticLearningPenalty(l1=0.1, l2=0.1).update_weights(weights, 0.5)
+    assert [id(w) for w in weights] == ids and [_buffer(w) for w in weights] == buffers
+    for w, v, b in zip(weights, views, before, strict=True):
+        assert w.dtype == np.float32
+        assert not np.array_equal(w, b)
+        np.testing.assert_array_equal(v, w.reshape(-1))
+    # No penalty: untouched, same objects.
+    NoLearningPenalty().update_weights(weights, 0.5)
+    assert [id(w) for w in weights] == ids
+
+
+def test_no_sign_flip_and_no_wipe():
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal(1000)
+    w[:10] = 0.0
+    sign = np.sign(w)
+    penalty = ElasticLearningPenalty(l1=1e-4, l2=1e-4)
+    # Small eta: one step moves every weight by at most eta * (l1 + l2 |w|), so only the
+    # weights already within eta * l1 of zero become zero.
+    eta = 0.01
+    small = np.abs(w) <= eta * 1e-4 * 1.01
+    step = w.copy()
+    penalty.update_weights([step], eta)
+    assert np.all(np.sign(step)[~small] == sign[~small])
+    assert np.count_nonzero(step) == np.count_nonzero(~small & (w != 0))
+    assert np.all(np.abs(step - w) <= eta * (1e-4 + 1e-4 * np.abs(w)) + 1e-15)
+
+    # Many steps, large rates, even eta * l2 > 1: magnitudes shrink to zero, signs never flip.
+    for eta in [0.5, 2.0, 5.0, 30.0]:
+        w2 = w.copy()
+        ElasticLearningPenalty(l1=0.05, l2=0.5).update_weights([w2], eta)
+        assert np.all(np.sign(w2) * sign >= 0)
+        assert np.all(np.abs(w2) <= np.abs(w))
+    w3 = w.copy()
+    ElasticLearningPenalty(l1=0.0, l2=1.0).update_weights([w3], 3.0)  # 1 - eta * l2 < 0
+    np.testing.assert_array_equal(w3, 0.0)
+
+    w4 = w.copy()
+    l1_only = ElasticLearningPenalty(l1=0.01, l2=0.0)
+    for _ in range(200):
+        before = w4.copy()
+        l1_only.update_weights([w4], 0.05)
+        assert np.all(np.sign(w4) * np.sign(before) >= 0)
+        assert np.all(np.abs(w4) <= np.abs(before))
+    # every weight moved by exactly eta * l1 per step until it reached zero
+    np.testing.assert_allclose(np.abs(w4), np.maximum(np.abs(w) - 200 * 0.05 * 0.01, 0), atol=1e-12)
+
+
+def test_l2_decay_is_sklearn_weight_decay():
+    # scikit-learn's SGD multiplies w by max(0, 1 - (1 - l1_ratio) * eta * alpha) for L2.
+    alpha, l1_ratio, eta = 0.01, 0.0, 0.7
+    w = np.array([1.0, -2.0, 3.0])
+    expected = w * max(0.0, 1.0 - (1.0 - l1_ratio) * eta * alpha)
+    ElasticLearningPenalty(l1=alpha * l1_ratio, l2=alpha * (1 - l1_ratio)).update_weights([w], eta)
+    np.testing.assert_allclose(w, expected, rtol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "penalty",
+    [
+        ElasticLearningPenalty(),
+        ElasticLearningPenalty(l1=0.3, l2=0.0),
+        ElasticLearningPenalty(l1=0.0, l2=0.3),
+        ElasticLearningPenalty(l1=0.1, l2=2.0),
+        NoLearningPenalty(),
+    ],
+    ids=["default", "l1", "l2", "big_l2", "none"],
+)
+def test_onnx_update_matches_numpy(penalty, dtype):
+    weights = _weights(seed=2, dtype=dtype)
+    n = len(weights)
+    model = penalty.build_onnx_function(21, "cpu", n, dtype=dtype)
+    assert model.ir_version == 10
+    sess = InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert [i.name for i in sess.get_inputs()] == [f"w{i}" for i in range(n)] + ["eta"]
+    onnx_w = [w.copy() for w in weights]
+    for eta in [0.05, 0.2, 0.9, 0.01]:
+        penalty.update_weights(weights, eta)
+        feeds = {f"w{i}": w for i, w in enumerate(onnx_w)}
+        feeds["eta"] = np.array(eta, dtype=dtype)
+        onnx_w = sess.run(None, feeds)
+    tol = 1e-6 if dtype == np.float32 else 1e-14
+    for got, exp in zip(onnx_w, weights, strict=True):
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, exp, rtol=tol, atol=tol)
+        # the soft threshold zeroes the same coefficients
+        assert np.array_equal(got == 0, exp == 0)
+
+
+def test_validation_at_use():
+    for bad in [{"l1": -1.0}, {"l2": float("inf")}, {"l1": "0.1"}]:
+        penalty = ElasticLearningPenalty(**bad)  # __init__ accepts anything
+        with pytest.raises(ValueError, match=">= 0"):
+            penalty.update_weights([np.zeros(2)], 0.1)
+        with pytest.raises(ValueError, match=">= 0"):
+            penalty.penalty_loss([np.zeros(2)])
+        with pytest.raises(ValueError, match=">= 0"):
+            penalty.build_onnx_function(21, "cpu", 1)
+    with pytest.raises(ValueError, match="opset"):
+        NoLearningPenalty().build_onnx_function(22, "cpu", 1)
+
+
+def test_params_clone_repr_pickle():
+    penalty = ElasticLearningPenalty(l1=0.2)
+    assert penalty.get_params() == {"l1": 0.2, "l2": 0.5}
+    assert repr(penalty) == "ElasticLearningPenalty(l1=0.2)"
+    assert repr(ElasticLearningPenalty()) == "ElasticLearningPenalty()"
+    assert repr(NoLearningPenalty()) == "NoLearningPenalty()"
+    copy = clone(penalty).set_params(l2=0.1)
+    assert copy.get_params() == {"l1": 0.2, "l2": 0.1} and penalty.l2 == 0.5
+    restored = pickle.loads(pickle.dumps(copy))
+    assert type(restored) is ElasticLearningPenalty and restored.get_params() == copy.get_params()
+    assert type(pickle.loads(pickle.dumps(NoLearningPenalty()))) is NoLearningPenalty
+
+
+class _Holder(BaseEstimator):
+    def __init__(self, learning_penalty=None):
+        self.learning_penalty = learning_penalty
+
+
+def test_nested_params():
+    holder = _Holder(ElasticLearningPenalty())
+    holder.set_params(learning_penalty__l1=0.01)
+    copy = clone(holder)
+    assert copy.learning_penalty is not holder.learning_penalty
+    assert copy.get_params()["learning_penalty__l1"] == 0.01
+
+
+def test_elasticnet_alias_is_sklearn_default():
+    skl = SGDRegressor(penalty="elasticnet")
+    got = BaseLearningPenalty.select("elasticnet")
+    assert got.l1 == pytest.approx(skl.alpha * skl.l1_ratio, rel=1e-15)
+    assert got.l2 == pytest.approx(skl.alpha * (1 - skl.l1_ratio), rel=1e-15)
+
+
+ALIASES = {
+    "none": (NoLearningPenalty, {}),
+    "l2": (ElasticLearningPenalty, {"l1": 0.0, "l2": 1e-4}),
+    "l1": (ElasticLearningPenalty, {"l1": 1e-4, "l2": 0.0}),
+    "elasticnet": (ElasticLearningPenalty, {"l1": 1e-4 * 0.15, "l2": 1e-4 * 0.85}),
+}
+
+
+@pytest.mark.parametrize("alias", sorted(ALIASES))
+def test_select_alias(alias):
+    klass, params = ALIASES[alias]
+    got = BaseLearningPenalty.select(alias)
+    assert type(got) is klass
+    for key, value in params.items():
+        assert getattr(got, key) == pytest.approx(value, rel=1e-12)
+
+
+def test_select_other_values():
+    assert set(BaseLearningPenalty.aliases()) == set(ALIASES)
+    assert type(BaseLearningPenalty.select(None)) is NoLearningPenalty
+    got = BaseLearningPenalty.select(0.01)
+    assert type(got) is ElasticLearningPenalty and got.get_params() == {"l1": 0.0, "l2": 0.01}
+    penalty = ElasticLearningPenalty()
+    assert BaseLearningPenalty.select(penalty) is penalty
+    with pytest.raises(ValueError, match="Unknown learning penalty 'ridge'") as info:
+        BaseLearningPenalty.select("ridge")
+    for alias in ALIASES:
+        assert repr(alias) in str(info.value)
+    for bad in (False, [0.1], object()):
+        with pytest.raises(TypeError, match="Cannot build a learning penalty"):
+            BaseLearningPenalty.select(bad)
+    # families do not mix: a learning rate alias is not a penalty
+    with pytest.raises(ValueError, match="Unknown learning penalty"):
+        BaseLearningPenalty.select("sgd")

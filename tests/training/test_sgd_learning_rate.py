@@ -1,0 +1,366 @@
+"""Learning rates: schedules, numpy and ONNX updates, scikit-learn contract, aliases."""
+
+import math
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from onnxruntime import InferenceSession
+from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import SGDRegressor
+from sklearn.model_selection import GridSearchCV
+from sklearn.neural_network._stochastic_optimizers import SGDOptimizer
+
+from skl_ortgrad.training.base_learning import BaseLearningObject
+from skl_ortgrad.training.sgd_learning_rate import (
+    BaseLearningRate,
+    LearningRateSGD,
+    LearningRateSGDNesterov,
+)
+
+STEPS = np.arange(1, 1001)
+
+
+def _session(model):
+    return InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def _buffer(a):
+    return a.__array_interface__["data"][0]
+
+
+# ---------------------------------------------------------------- schedules
+def test_constant_schedule():
+    rate = LearningRateSGD(eta0=0.3, learning_rate="constant")
+    assert [rate.eta(t) for t in STEPS] == [0.3] * len(STEPS)
+
+
+@pytest.mark.parametrize("power_t", [0.25, 0.5, 1.0])
+def test_invscaling_schedule(power_t):
+    rate = LearningRateSGD(eta0=0.05, power_t=power_t, learning_rate="invscaling")
+    got = np.array([rate.eta(t) for t in STEPS])
+    np.testing.assert_allclose(got, 0.05 / STEPS**power_t, rtol=1e-15)
+    # scikit-learn's MLP optimizer exposes the same schedule; its time_step counts from 0.
+    skl = SGDOptimizer([np.zeros(1)], 0.05, lr_schedule="invscaling", power_t=power_t)
+    expected = []
+    for t in STEPS:
+        skl.iteration_ends(t - 1)
+        expected.append(skl.learning_rate)
+    np.testing.assert_allclose(got, expected, rtol=1e-15)
+
+
+@pytest.mark.parametrize("alpha", [1e-4, 1e-2, 0.5])
+def test_optimal_schedule_formula(alpha):
+    rate = LearningRateSGD(alpha=alpha, learning_rate="optimal")
+    got = np.array([rate.eta(t) for t in STEPS])
+    typw = math.sqrt(1.0 / math.sqrt(alpha))
+    t0 = 1.0 / (alpha * typw)
+    np.testing.assert_allclose(got, 1.0 / (alpha * (t0 + STEPS - 1)), rtol=1e-14)
+    assert got[0] == pytest.approx(typw)  # the first step is scikit-learn's initial eta0
+    assert np.all(np.diff(got) < 0)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"learning_rate": "constant", "eta0": 0.02},
+        {"learning_rate": "invscaling", "eta0": 0.05, "power_t": 0.3},
+        {"learning_rate": "optimal", "alpha": 0.1},
+    ],
+)
+def test_schedule_matches_sgdregressor(params):
+    # One epoch of scikit-learn's SGD with batch size 1, no penalty and the squared loss,
+    # (gradient p - y), replayed with our schedule and update: same t, same eta, same weights.
+    rng = np.random.default_rng(0)
+    # Small features and alpha=0.1: 'optimal' starts with eta = typw = 1.8, which must not
+    # diverge (scikit-learn clips gradients at 1e12, the replay does not).
+    X = 0.1 * rng.standard_normal((200, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 0.3 + 0.1 * rng.standard_normal(200)
+    skl = SGDRegressor(penalty=None, max_iter=1, tol=None, shuffle=False, random_state=0, **params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        skl.fit(X, y)
+
+    rate = LearningRateSGD(**params)
+    coef, intercept = np.zeros(3), np.zeros(1)
+    state = rate.init_state([coef, intercept])
+    for t, (x, target) in enumerate(zip(X, y, strict=True), start=1):
+        dloss = x @ coef + intercept[0] - target
+        rate.update_weights([coef, intercept], [dloss * x, np.array([dloss])], state, rate.eta(t))
+    assert skl.t_ == len(X) + 1
+    assert np.all(np.abs(skl.coef_) < 10)
+    np.testing.assert_allclose(coef, skl.coef_, rtol=1e-10)
+    np.testing.assert_allclose(intercept, skl.intercept_, rtol=1e-10)
+
+
+def test_schedule_validation_happens_at_use():
+    # __init__ stores anything (scikit-learn convention), eta/init_state complain.
+    cases = [
+        (LearningRateSGD(eta0=0), "eta0"),
+        (LearningRateSGD(eta0=-1.0), "eta0"),
+        (LearningRateSGD(eta0=float("nan")), "eta0"),
+        (LearningRateSGD(learning_rate="adaptive"), "learning_rate must be one of"),
+        (LearningRateSGD(alpha=0, learning_rate="optimal"), "alpha"),
+        (LearningRateSGDNesterov(momentum=1.0), "momentum"),
+        (LearningRateSGDNesterov(momentum=-0.1), "momentum"),
+        (LearningRateSGDNesterov(nesterov="yes"), "nesterov"),
+    ]
+    for rate, match in cases:
+        with pytest.raises(ValueError, match=match):
+            rate.eta(1)
+        with pytest.raises(ValueError, match=match):
+            rate.init_state([np.zeros(2)])
+    with pytest.raises(ValueError, match="starts at 1"):
+        LearningRateSGD().eta(0)
+
+
+# ---------------------------------------------------------------- numpy updates
+def _random_problem(seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    shapes = [(4, 3), (3,), (3, 1)]
+    weights = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    grads = [[rng.standard_normal(s).astype(dtype) for s in shapes] for _ in range(20)]
+    return weights, grads
+
+
+@pytest.mark.parametrize(
+    ("rate", "skl_kwargs"),
+    [
+        (LearningRateSGD(eta0=0.05, learning_rate="constant"), {"momentum": 0.0}),
+        (
+            LearningRateSGDNesterov(eta0=0.05, learning_rate="constant", momentum=0.9),
+            {"momentum": 0.9, "nesterov": True},
+        ),
+        (
+            LearningRateSGDNesterov(
+                eta0=0.05, learning_rate="constant", momentum=0.7, nesterov=False
+            ),
+            {"momentum": 0.7, "nesterov": False},
+        ),
+    ],
+    ids=["sgd", "nesterov", "momentum"],
+)
+def test_update_matches_sklearn_sgdoptimizer(rate, skl_kwargs):
+    weights, grads = _random_problem()
+    expected = [w.copy() for w in weights]
+    skl = SGDOptimizer(expected, learning_rate_init=0.05, lr_schedule="constant", **skl_kwargs)
+    state = rate.init_state(weights)
+    for t, g in enumerate(grads, start=1):
+        rate.update_weights(weights, g, state, rate.eta(t))
+        skl.update_params(expected, g)
+    for got, exp in zip(weights, expected, strict=True):
+        np.testing.assert_allclose(got, exp, rtol=1e-13, atol=1e-15)
+    for got, exp in zip(state, skl.velocities if skl_kwargs["momentum"] else [], strict=False):
+        np.testing.assert_allclose(got, exp, rtol=1e-13, atol=1e-15)
+
+
+def test_init_state():
+    weights = [np.ones((2, 3), dtype=np.float32), np.ones(3, dtype=np.float64)]
+    assert LearningRateSGD().init_state(weights) == []
+    state = LearningRateSGDNesterov().init_state(weights)
+    assert [(v.shape, v.dtype) for v in state] == [((2, 3), np.float32), ((3,), np.float64)]
+    assert all(not v.any() and v.flags.c_contiguous for v in state)
+
+
+@pytest.mark.parametrize(
+    "rate",
+    [LearningRateSGD(), LearningRateSGDNesterov(), LearningRateSGDNesterov(nesterov=False)],
+)
+def test_updates_are_in_place(rate):
+    weights, grads = _random_problem(dtype=np.float32)
+    before = [w.copy() for w in weights]
+    ids, buffers = [id(w) for w in weights], [_buffer(w) for w in weights]
+    # A view stands for onnxruntime borrowing the buffer: it must see the new values.
+    views = [w.reshape(-1) for w in weights]
+    state = rate.init_state(weights)
+    state_buffers = [_buffer(v) for v in state]
+    rate.update_weights(weights, grads[0], state, 0.1)
+    assert [id(w) for w in weights] == ids
+    assert [_buffer(w) for w in weights] == buffers
+    assert [_buffer(v) for v in state] == state_buffers
+    assert all(w.dtype == np.float32 for w in weights)
+    for w, v, b in zip(weights, views, before, strict=True):
+        assert not np.array_equal(w, b)
+        np.testing.assert_array_equal(v, w.reshape(-1))
+
+
+def test_update_checks_shapes():
+    rate = LearningRateSGDNesterov()
+    w = [np.zeros(3)]
+    with pytest.raises(ValueError, match="gradients"):
+        rate.update_weights(w, [], rate.init_state(w), 0.1)
+    with pytest.raises(ValueError, match="shape"):
+        rate.update_weights(w, [np.zeros(4)], rate.init_state(w), 0.1)
+    with pytest.raises(ValueError, match="velocities"):
+        rate.update_weights(w, [np.zeros(3)], [], 0.1)
+
+
+# ---------------------------------------------------------------- ONNX updates
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "rate",
+    [
+        LearningRateSGD(),
+        LearningRateSGDNesterov(momentum=0.8),
+        LearningRateSGDNesterov(momentum=0.8, nesterov=False),
+    ],
+    ids=["sgd", "nesterov", "momentum"],
+)
+def test_onnx_update_matches_numpy(rate, dtype):
+    weights, grads = _random_problem(seed=1, dtype=dtype)
+    n = len(weights)
+    model = rate.build_onnx_function(21, "cpu", n, dtype=dtype)
+    assert model.ir_version == 10
+    sess = _session(model)
+    names = [i.name for i in sess.get_inputs()]
+    momentum = isinstance(rate, LearningRateSGDNesterov)
+    expected_inputs = [f"w{i}" for i in range(n)] + [f"g{i}" for i in range(n)]
+    expected_inputs += [f"v{i}" for i in range(n)] if momentum else []
+    assert names == [*expected_inputs, "eta"]
+
+    onnx_w = [w.copy() for w in weights]
+    state = rate.init_state(weights)
+    onnx_v = [v.copy() for v in state]
+    for t, g in enumerate(grads[:5], start=1):
+        eta = rate.eta(t)
+        rate.update_weights(weights, g, state, eta)
+        feeds = {f"w{i}": w for i, w in enumerate(onnx_w)}
+        feeds.update({f"g{i}": gi for i, gi in enumerate(g)})
+        feeds.update({f"v{i}": v for i, v in enumerate(onnx_v)})
+        feeds["eta"] = np.array(eta, dtype=dtype)
+        out = sess.run(None, feeds)
+        onnx_w, onnx_v = out[:n], out[n:]
+    rtol = 1e-6 if dtype == np.float32 else 1e-14
+    for got, exp in zip(onnx_w + onnx_v, weights + state, strict=True):
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, exp, rtol=rtol, atol=rtol)
+
+
+def test_onnx_update_arguments():
+    with pytest.raises(ValueError, match="opset"):
+        LearningRateSGD().build_onnx_function(22, "cpu", 1)
+    with pytest.raises(ValueError, match="n_tensors"):
+        LearningRateSGD().build_onnx_function(21, "cpu", 0)
+    with pytest.raises(TypeError, match="dtype"):
+        LearningRateSGD().build_onnx_function(21, "cpu", 1, dtype=np.complex64)
+
+
+# ---------------------------------------------------------------- scikit-learn contract
+def test_params_roundtrip_and_clone():
+    rate = LearningRateSGDNesterov(eta0=0.1, momentum=0.5, nesterov=False)
+    params = rate.get_params()
+    assert params == {
+        "eta0": 0.1,
+        "alpha": 0.0001,
+        "power_t": 0.25,
+        "learning_rate": "invscaling",
+        "momentum": 0.5,
+        "nesterov": False,
+    }
+    copy = clone(rate)
+    assert copy is not rate and copy.get_params() == params
+    copy.set_params(eta0=0.2, learning_rate="constant")
+    assert copy.eta(7) == 0.2 and rate.eta0 == 0.1
+    with pytest.raises(ValueError, match="Invalid parameter"):
+        copy.set_params(unknown=1)
+
+
+def test_repr_shows_changed_params_only():
+    assert repr(LearningRateSGD()) == "LearningRateSGD()"
+    assert repr(LearningRateSGDNesterov(eta0=0.5)) == "LearningRateSGDNesterov(eta0=0.5)"
+    assert repr(LearningRateSGDNesterov(nesterov=False)) == (
+        "LearningRateSGDNesterov(nesterov=False)"
+    )
+
+
+class _Holder(RegressorMixin, BaseEstimator):
+    """An estimator with a learning rate as parameter, standing for the real ones."""
+
+    def __init__(self, learning_rate=None):
+        self.learning_rate = learning_rate
+
+    def fit(self, X, y):
+        self.eta_ = BaseLearningRate.select(self.learning_rate).eta(1)
+        return self
+
+    def predict(self, X):
+        # The best eta0 of the grid below is the one that makes predictions closest to y.
+        return np.full(len(X), self.eta_)
+
+
+def test_nested_params_clone_and_gridsearch():
+    holder = _Holder(learning_rate=LearningRateSGD(learning_rate="constant"))
+    holder.set_params(learning_rate__eta0=0.5)
+    assert holder.get_params()["learning_rate__eta0"] == 0.5
+    copy = clone(holder)
+    assert copy.learning_rate is not holder.learning_rate
+    assert copy.learning_rate.eta0 == 0.5
+
+    X, y = np.zeros((12, 1)), np.full(12, 0.3)
+    grid = GridSearchCV(holder, {"learning_rate__eta0": [0.1, 0.3, 1.0]}, cv=3)
+    grid.fit(X, y)
+    assert grid.best_params_ == {"learning_rate__eta0": 0.3}
+    assert grid.best_estimator_.learning_rate.eta0 == 0.3
+    assert holder.learning_rate.eta0 == 0.5  # the search worked on clones
+
+
+def test_pickle_roundtrip():
+    rate = LearningRateSGDNesterov(eta0=0.3, momentum=0.2)
+    copy = pickle.loads(pickle.dumps(rate))
+    assert type(copy) is LearningRateSGDNesterov
+    assert copy.get_params() == rate.get_params()
+    assert copy.eta(3) == rate.eta(3)
+
+
+# ---------------------------------------------------------------- select
+ALIASES = {
+    "SGD": (LearningRateSGD, {}),
+    "sgd": (LearningRateSGD, {}),
+    "constant": (LearningRateSGD, {"learning_rate": "constant"}),
+    "invscaling": (LearningRateSGD, {"learning_rate": "invscaling"}),
+    "optimal": (LearningRateSGD, {"learning_rate": "optimal"}),
+    "SGDNesterov": (LearningRateSGDNesterov, {}),
+    "nesterov": (LearningRateSGDNesterov, {}),
+    "momentum": (LearningRateSGDNesterov, {"nesterov": False}),
+}
+
+
+@pytest.mark.parametrize("alias", sorted(ALIASES))
+def test_select_alias(alias):
+    klass, params = ALIASES[alias]
+    got = BaseLearningRate.select(alias)
+    assert type(got) is klass
+    assert got.get_params() == klass(**params).get_params()
+    assert BaseLearningRate.select(alias) is not got  # fresh object each time
+
+
+def test_select_other_values():
+    assert set(BaseLearningRate.aliases()) == set(ALIASES)
+    assert repr(BaseLearningRate.select(None)) == "LearningRateSGD()"
+    got = BaseLearningRate.select(0.25)
+    assert type(got) is LearningRateSGD
+    assert got.get_params()["eta0"] == 0.25 and got.learning_rate == "constant"
+    assert BaseLearningRate.select(np.float32(0.5)).eta0 == 0.5
+    rate = LearningRateSGDNesterov()
+    assert BaseLearningRate.select(rate) is rate
+    # the registry is per family: subclasses share their root's aliases
+    assert type(LearningRateSGD.select("momentum")) is LearningRateSGDNesterov
+
+
+def test_select_errors():
+    with pytest.raises(ValueError, match="Unknown learning rate 'adam'") as info:
+        BaseLearningRate.select("adam")
+    for alias in ALIASES:
+        assert repr(alias) in str(info.value)
+    for bad in ([0.1], True, {"eta0": 0.1}, LearningRateSGD):
+        with pytest.raises(TypeError, match=r"Cannot build a learning rate .* expected None"):
+            BaseLearningRate.select(bad)
+
+
+def test_registry_errors():
+    with pytest.raises(TypeError, match="belongs to no family"):
+        BaseLearningObject.select("sgd")
+    with pytest.raises(TypeError, match="is not a learning rate"):
+        BaseLearningRate.register_alias("bad", dict)
