@@ -1,6 +1,47 @@
 """scikit-learn compatible estimators trained by onnxruntime-training."""
 
+from skl_ortgrad.estimators import OnnxSGDClassifier, OnnxSGDRegressor
 from skl_ortgrad.exceptions import ConvergenceError
+from skl_ortgrad.training.sgd_learning_loss import (
+    AbsoluteLearningLoss,
+    BaseLearningLoss,
+    ElasticLearningLoss,
+    EpsilonInsensitiveLearningLoss,
+    HingeLearningLoss,
+    HuberLearningLoss,
+    ModifiedHuberLearningLoss,
+    NegLogLearningLoss,
+    SquareLearningLoss,
+)
+from skl_ortgrad.training.sgd_learning_penalty import (
+    BaseLearningPenalty,
+    ElasticLearningPenalty,
+    NoLearningPenalty,
+)
+from skl_ortgrad.training.sgd_learning_rate import (
+    BaseLearningRate,
+    LearningRateSGD,
+    LearningRateSGDNesterov,
+)
 
 __version__ = "0.1.0"
-__all__ = ["ConvergenceError"]
+__all__ = [
+    "AbsoluteLearningLoss",
+    "BaseLearningLoss",
+    "BaseLearningPenalty",
+    "BaseLearningRate",
+    "ConvergenceError",
+    "ElasticLearningLoss",
+    "ElasticLearningPenalty",
+    "EpsilonInsensitiveLearningLoss",
+    "HingeLearningLoss",
+    "HuberLearningLoss",
+    "LearningRateSGD",
+    "LearningRateSGDNesterov",
+    "ModifiedHuberLearningLoss",
+    "NegLogLearningLoss",
+    "NoLearningPenalty",
+    "OnnxSGDClassifier",
+    "OnnxSGDRegressor",
+    "SquareLearningLoss",
+]

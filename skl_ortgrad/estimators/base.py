@@ -53,6 +53,16 @@ class Template:
         self.score = score
         self.weights = weights
         self.outputs = outputs
+        # Inference session, built on first use. It lives here rather than in the
+        # estimator's __dict__ so that predict leaves the estimator's state unchanged
+        # (scikit-learn's check_dict_unchanged).
+        self.session: InferenceSession | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # onnxruntime sessions neither pickle nor deep-copy; rebuilt on first use.
+        state = self.__dict__.copy()
+        state["session"] = None
+        return state
 
 
 class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
@@ -206,6 +216,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             device_providers(self.device)
             self._build_optimizer(X.shape[1])
         optimizer = self.optimizer_
+        rate, loss, penalty = self._training_objects()
         X_val = y_val = scorer = None
         if self.early_stopping and not partial:
             X, X_val, targets, y_val, sample_weight, y_val_raw = self._validation_split(
@@ -213,6 +224,9 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             )
             scorer = lambda *_: self.score(X_val, y_val_raw)  # noqa: E731
         optimizer.set_params(
+            learning_rate=rate,
+            learning_loss=loss,
+            learning_penalty=penalty,
             max_iter=1 if partial else self.max_iter,
             batch_size=self._resolved_batch_size(X.shape[0]),
             tol=None if partial else self.tol,
@@ -267,7 +281,6 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         )
         self.loss_curve_ = []
         self.n_iter_ = 0
-        self.__dict__.pop("_inference_session", None)
 
     def _sync(self, partial: bool, before: int) -> None:
         """Copy the optimizer's state into the scikit-learn attributes."""
@@ -289,8 +302,8 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
 
     def _session(self) -> InferenceSession:
         """Inference session of the full graph with the weights as inputs (built once)."""
-        if "_inference_session" not in self.__dict__:
-            template = self._template_
+        template = self._template_
+        if template.session is None:
             options = SessionOptions()
             options.intra_op_num_threads = int(self.n_threads)
             options.log_severity_level = 3
@@ -298,10 +311,10 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             if template.score not in {out.name for out in inference.graph.output}:
                 # decision_function reads the raw scores, an intermediate result.
                 inference.graph.output.append(onnx.ValueInfoProto(name=template.score))
-            self.__dict__["_inference_session"] = InferenceSession(
+            template.session = InferenceSession(
                 inference.SerializeToString(), options, providers=device_providers(self.device)
             )
-        return self.__dict__["_inference_session"]
+        return template.session
 
     def _run(self, X: Any) -> dict[str, np.ndarray]:
         """Validate ``X`` and run the trained graph on it; return outputs by name."""
@@ -325,14 +338,6 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         """
         check_is_fitted(self, "optimizer_")
         return self.optimizer_.get_trained_onnx(self._template_.model)
-
-    # -- pickling ---------------------------------------------------------------------
-
-    def __getstate__(self) -> dict[str, Any]:
-        # onnxruntime sessions do not pickle; they are rebuilt on first use.
-        state = super().__getstate__()
-        state.pop("_inference_session", None)
-        return state
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

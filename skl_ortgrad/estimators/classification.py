@@ -43,7 +43,7 @@ class ClassifierTargetsMixin:
                 self.classes_ = unique_labels(y)
             if len(self.classes_) < 2:
                 raise ValueError(
-                    f"The classifier needs samples of at least 2 classes; got only "
+                    f"The classifier needs samples of at least 2 classes; got 1 class: "
                     f"{self.classes_.tolist()}."
                 )
         else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from onnx import helper as onnx_helper
 from skl2onnx import to_onnx
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.linear_model import LinearRegression, LogisticRegression, SGDClassifier
@@ -30,6 +31,38 @@ def _convert(model: Any, n_features: int, dtype: np.dtype, black_op: str) -> Any
 def _score_of(onx: Any) -> str:
     """Name of ``X @ coef + intercept`` in a converted linear graph."""
     return next(node.output[0] for node in onx.graph.node if "intercept" in node.input)
+
+
+def _stable_one_vs_rest(onx: Any, score: str) -> Any:
+    """Make skl2onnx's multiclass SGDClassifier graph safe at large scores (in place).
+
+    skl2onnx writes each sigmoid as ``Reciprocal(Add(Exp(Mul(s, -1)), 1))``: ``Exp``
+    overflows for scores below -88 in float32, all probabilities underflow to 0 and the
+    label, an ``ArgMax`` over them, no longer follows the scores. The sigmoid becomes the
+    ``Sigmoid`` operator and the label an ``ArgMax`` over the raw scores.
+    """
+    graph = onx.graph
+    producers = {out: node for node in graph.node for out in node.output}
+    reciprocal = next(node for node in graph.node if node.op_type == "Reciprocal")
+    chain, name = [reciprocal], reciprocal.input[0]
+    while name != score:
+        node = producers[name]
+        chain.append(node)
+        name = next(i for i in node.input if i in producers or i == score)
+    removed = {id(node) for node in chain}
+    # The sigmoid takes the place of the first removed node: score is computed before
+    # it and every consumer of the chain's result comes after it.
+    first = min(i for i, node in enumerate(graph.node) if id(node) in removed)
+    sigmoid = onnx_helper.make_node(
+        "Sigmoid", [score], list(reciprocal.output), name="stable_sigmoid")
+    kept = [node for node in graph.node[:first] if id(node) not in removed] + [sigmoid]
+    kept += [node for node in graph.node[first:] if id(node) not in removed]
+    for node in kept:
+        if node.op_type == "ArgMax":
+            node.input[0] = score
+    del graph.node[:]
+    graph.node.extend(kept)
+    return onx
 
 
 class OnnxSGDRegressor(RegressorMixin, BaseOnnxEstimator):
@@ -105,6 +138,15 @@ class OnnxSGDRegressor(RegressorMixin, BaseOnnxEstimator):
 
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
         y = np.asarray(y)
+        if y.dtype.kind == "O":
+            # Numbers held in an object array are numbers (scikit-learn's y_numeric).
+            try:
+                y = y.astype(np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"y must be numeric for a regressor; its object values could not be "
+                    f"converted to float: {exc}"
+                ) from exc
         if y.dtype.kind not in "iufb":
             raise ValueError(f"y must be numeric for a regressor, got dtype {y.dtype}.")
         return y.astype(np.float32).reshape((-1, 1))
@@ -185,9 +227,10 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, BaseOnnxEstimat
     _default_learning_rate = "optimal"
 
     def _default_loss(self) -> NegLogLearningLoss:
-        if len(self.classes_) == 2:
-            return NegLogLearningLoss()
-        return NegLogLearningLoss(probability_function="softmax")
+        # eps=0 selects the stable log-sigmoid / log-softmax form, whose gradient does
+        # not vanish on badly misclassified samples (eps > 0 caps the loss and does).
+        function = "sigmoid" if len(self.classes_) == 2 else "softmax"
+        return NegLogLearningLoss(eps=0.0, probability_function=function)
 
     def _template(self, n_features: int, dtype: np.dtype) -> Template:
         n_classes = len(self.classes_)
@@ -201,7 +244,10 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, BaseOnnxEstimat
         model.classes_ = onnx_classes(self.classes_)
         model.n_features_in_ = n_features
         onx = _convert(model, n_features, dtype, "LinearClassifier")
-        return Template(onx, _score_of(onx), _LINEAR_WEIGHTS, ["label", "probabilities"])
+        score = _score_of(onx)
+        if n_classes > 2 and not softmax:
+            _stable_one_vs_rest(onx, score)
+        return Template(onx, score, _LINEAR_WEIGHTS, ["label", "probabilities"])
 
     def _softmax_loss(self) -> bool:
         """Whether the loss trains a softmax over the scores."""

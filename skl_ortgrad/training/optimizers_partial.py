@@ -12,7 +12,11 @@ mini-batch :math:`B` of :math:`n_B` rows:
    the same thing whatever the batch size;
 3. update: :math:`W \\leftarrow \\mathrm{rate.update}(W, g, \\eta_t)` then
    :math:`W \\leftarrow \\mathrm{penalty.update}(W, \\eta_t)`, in place, with
-   :math:`\\eta_t` the schedule at update count :math:`t`.
+   :math:`\\eta_t` the schedule at :math:`t`, then :math:`t \\leftarrow t + n_B`.
+
+:math:`t` counts the samples seen plus one, scikit-learn's ``t_``: with
+``batch_size=1`` the schedules are exactly those of ``SGDRegressor``/``SGDClassifier``,
+and with larger batches they decay at the same pace per epoch.
 
 Weights are numpy buffers that onnxruntime borrows: updating them in place is seen by
 the next forward without rebuilding any feed.
@@ -78,7 +82,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
     device : str
         ``'cpu'``, ``'cuda'`` or ``'cuda:<index>'``.
     warm_start : bool
-        If True, :meth:`fit` continues from the last fitted weights and update count;
+        If True, :meth:`fit` continues from the last fitted weights and ``t_``;
         otherwise it starts from the initializers of ``model_onnx``.
     verbose : int
         0: silent; 1: a progress bar over epochs with the loss.
@@ -119,7 +123,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         Current weights, in ``weights_to_train_`` order.
     weights_to_train_ : list of str
     t_ : int
-        Number of updates done plus one (the schedule's ``t``).
+        Number of samples seen plus one (the schedule's ``t``, scikit-learn's ``t_``).
     n_iter_ : int
         Epochs run by the last :meth:`fit`.
     train_losses_, validation_losses_ : list of float
@@ -178,6 +182,11 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         self.learning_rate_ = BaseLearningRate.select(self.learning_rate)
         self.learning_loss_ = BaseLearningLoss.select(self.learning_loss)
         self.learning_penalty_ = BaseLearningPenalty.select(self.learning_penalty)
+        if hasattr(self, "weights_"):
+            # A rate of another kind (plain SGD -> momentum) needs a state of its own.
+            fresh = self.learning_rate_.init_state(self.weights_)
+            if len(fresh) != len(self.lr_state_):
+                self.lr_state_ = fresh
         parse_device(self.device)
         if int(self.max_iter) < 0 or int(self.batch_size) < 1:
             raise ValueError(
@@ -215,7 +224,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         self.validation_losses_: list[float] = []
         self.validation_scores_: list[float] = []
         self.n_iter_ = 0
-        self._engines: dict[bool, OrtGradientForwardBackward] = {}
+        self._engines: dict[tuple, OrtGradientForwardBackward] = {}
 
     def _penalized(self) -> list[np.ndarray]:
         if self.penalized_weights is None:
@@ -224,9 +233,11 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         return [self.weights_[index[name]] for name in self.penalized_weights]
 
     def _engine(self, weighted: bool) -> OrtGradientForwardBackward:
-        """The forward/backward engine of model + loss (built once per weighting)."""
+        """The forward/backward engine of model + loss (built once per loss and weighting)."""
         engines = self.__dict__.setdefault("_engines", {})
-        if weighted not in engines:
+        loss = self.learning_loss_
+        key = (weighted, type(loss).__name__, tuple(sorted(loss.get_params().items())))
+        if key not in engines:
             opset = next(
                 (op.version for op in self.model_onnx.opset_import if op.domain in ("", "ai.onnx")),
                 OPSET,
@@ -244,7 +255,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
             options.inter_op_num_threads = 1
             options.log_severity_level = 0 if self.enable_logging else 3
             _, index = parse_device(self.device)
-            engines[weighted] = OrtGradientForwardBackward(
+            engines[key] = OrtGradientForwardBackward(
                 train_model,
                 weights_to_train=self.weights_to_train_,
                 sess_options=options,
@@ -252,7 +263,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                 device_index=index,
                 enable_logging=self.enable_logging,
             )
-        return engines[weighted]
+        return engines[key]
 
     def _as_arrays(
         self, X: Any, y: Any, sample_weight: Any
@@ -312,9 +323,13 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
     def partial_fit(
         self, X: Any, y: Any, sample_weight: Any = None
     ) -> OrtGradientForwardBackwardOptimizer:
-        """Run one epoch over ``(X, y)``, continuing from the current weights and ``t_``."""
+        """Run one epoch over ``(X, y)``, continuing from the current weights and ``t_``.
+
+        The current parameters apply: a learning rate, loss or penalty changed with
+        ``set_params`` since the last call is used from this epoch on.
+        """
+        self._resolve_objects()
         if not hasattr(self, "weights_"):
-            self._resolve_objects()
             self._reset()
         self._run(X, y, sample_weight, 1, None, None, None)
         return self
@@ -400,7 +415,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                 weights, [gradients[i].numpy() for i in range(len(weights))], state, eta
             )
             penalty.update_weights(penalized, eta)
-            self.t_ += 1
+            self.t_ += n_rows
         return total / loader.n_rows
 
     def _diverged(self, diverged: _Diverged) -> None:

@@ -91,7 +91,7 @@ class BaseLearningRate(BaseLearningObject, family="learning rate"):
 
     @abstractmethod
     def eta(self, t: int) -> float:
-        """Return the learning rate used by update number ``t`` (``t >= 1``)."""
+        """Return the learning rate at step ``t`` (samples seen plus one, ``t >= 1``)."""
 
     @abstractmethod
     def init_state(self, weights: list[np.ndarray]) -> list[np.ndarray]:
@@ -183,13 +183,14 @@ class LearningRateSGD(BaseLearningRate):
 
     # ------------------------------------------------------------------ schedule
     def eta(self, t: int) -> float:
-        """Return the learning rate of update number ``t``.
+        """Return the learning rate at step ``t``.
 
         Parameters
         ----------
         t : int
-            Number of the update, starting at 1 (scikit-learn's ``t_`` when the batch
-            size is 1).
+            Samples seen before this update plus one, scikit-learn's ``t_``: the
+            optimizer adds the batch's row count after every update, so the schedule
+            decays at scikit-learn's pace per epoch whatever the batch size.
 
         Returns
         -------
@@ -198,7 +199,7 @@ class LearningRateSGD(BaseLearningRate):
         """
         self._check_params()
         if t < 1:
-            raise ValueError(f"t counts updates and starts at 1, got {t!r}.")
+            raise ValueError(f"t counts samples seen plus one and starts at 1, got {t!r}.")
         if self.learning_rate == "constant":
             return float(self.eta0)
         if self.learning_rate == "invscaling":

@@ -1,0 +1,123 @@
+"""Bad input gets a clear error and leaves a fitted estimator exactly as it was."""
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_iris
+
+from skl_ortgrad import ConvergenceError, LearningRateSGD, OnnxSGDClassifier, OnnxSGDRegressor
+
+
+@pytest.fixture
+def data():
+    X, y = load_iris(return_X_y=True)
+    return (X - X.mean(axis=0)) / X.std(axis=0), y
+
+
+def _snapshot(model):
+    return [w.copy() for w in model.optimizer_.weights_], model.t_, model.n_iter_
+
+
+def _assert_unchanged(model, snapshot):
+    weights, t, n_iter = snapshot
+    for a, b in zip(model.optimizer_.weights_, weights, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert (model.t_, model.n_iter_) == (t, n_iter)
+
+
+def _bad_cases(X, y):
+    X_nan = X.copy()
+    X_nan[3, 1] = np.nan
+    X_inf = X.copy()
+    X_inf[0, 0] = np.inf
+    y_nan = y.astype(float)
+    y_nan[5] = np.nan
+    return {
+        "nan in X": ((X_nan, y), "NaN"),
+        "inf in X": ((X_inf, y), "infinity"),
+        "nan in y": ((X, y_nan), "NaN"),
+        "strings in X": ((np.full(X.shape, "a"), y), "could not convert|dtype"),
+        "lengths": ((X, y[:-1]), "inconsistent numbers of samples"),
+        "empty": ((X[:0], y[:0]), "0 sample"),
+        "1-D X": ((X[:, 0], y), "Expected 2D array"),
+        "features": ((X[:, :3], y), "has 3 features"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_bad_cases(np.zeros((9, 4)), np.arange(9))))
+@pytest.mark.parametrize("estimator", [OnnxSGDRegressor, OnnxSGDClassifier])
+def test_partial_fit_bad_input_changes_nothing(data, estimator, case):
+    X, y = data
+    model = estimator(random_state=0, max_iter=3)
+    model.fit(X, y)
+    snapshot = _snapshot(model)
+    (bad_X, bad_y), message = _bad_cases(X, y)[case]
+    with pytest.raises(ValueError, match=message):
+        if estimator is OnnxSGDClassifier:
+            model.partial_fit(bad_X, bad_y, classes=np.unique(y))
+        else:
+            model.partial_fit(bad_X, bad_y)
+    _assert_unchanged(model, snapshot)
+    model.predict(X)
+
+
+@pytest.mark.parametrize("estimator", [OnnxSGDRegressor, OnnxSGDClassifier])
+def test_predict_checks_features(data, estimator):
+    X, y = data
+    model = estimator(max_iter=2).fit(X, y)
+    with pytest.raises(ValueError, match=r"has 3 features, but .* is expecting 4"):
+        model.predict(X[:, :3])
+
+
+def test_unknown_labels_in_partial_fit(data):
+    X, y = data
+    model = OnnxSGDClassifier(random_state=0)
+    with pytest.raises(ValueError, match="classes must be passed on the first call"):
+        model.partial_fit(X, y)
+    model.partial_fit(X[y < 2], y[y < 2], classes=[0, 1])
+    snapshot = _snapshot(model)
+    with pytest.raises(ValueError, match=r"Labels \[2\] are not in classes_=\[0, 1\]"):
+        model.partial_fit(X, y)
+    with pytest.raises(ValueError, match="is not classes_"):
+        model.partial_fit(X, y, classes=[0, 1, 2])
+    _assert_unchanged(model, snapshot)
+
+
+def test_single_class_is_an_error(data):
+    X, _ = data
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        OnnxSGDClassifier().fit(X, np.zeros(len(X)))
+
+
+@pytest.mark.parametrize("param, value, message", [
+    ("learning_loss", "nope", r"Unknown learning loss 'nope'; valid aliases are \[.*huber"),
+    ("learning_rate", "nope", r"Unknown learning rate 'nope'; valid aliases are \[.*optimal"),
+    ("learning_penalty", "nope", r"Unknown learning penalty 'nope'; valid aliases are"),
+])
+def test_unknown_alias_lists_valid_ones(data, param, value, message):
+    X, y = data
+    with pytest.raises(ValueError, match=message):
+        OnnxSGDRegressor(**{param: value}).fit(X, y)
+
+
+def test_invalid_parameters_are_rejected_at_fit(data):
+    X, y = data
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    for params in ({"max_iter": -1}, {"batch_size": 0}, {"validation_fraction": 1.5}):
+        model = OnnxSGDRegressor(**params)  # __init__ only stores
+        with pytest.raises(InvalidParameterError, match=next(iter(params))):
+            model.fit(X, y)
+
+
+def test_divergence_keeps_last_finite_weights(data):
+    X, y = data
+    model = OnnxSGDRegressor(random_state=0, max_iter=2, tol=None, learning_penalty="none",
+                             learning_rate=LearningRateSGD(eta0=0.01, learning_rate="constant"))
+    model.fit(X, y * 1e3)
+    snapshot = _snapshot(model)
+    model.set_params(learning_rate=LearningRateSGD(eta0=1e8, learning_rate="constant"))
+    with pytest.raises(ConvergenceError, match="smaller learning rate") as info:
+        model.partial_fit(X, y * 1e3)
+    assert isinstance(info.value, ValueError)
+    _assert_unchanged(model, snapshot)
+    assert np.isfinite(model.predict(X)).all()

@@ -1,0 +1,194 @@
+"""The mini-batch optimizer: convergence, equivalence with scikit-learn, state, divergence."""
+
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+from onnxruntime import InferenceSession
+from skl2onnx import to_onnx
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LinearRegression
+from sklearn.neural_network import MLPRegressor
+
+from skl_ortgrad import ConvergenceError
+from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
+from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
+from skl_ortgrad.utils.onnx_model import TARGET_OPSET
+
+
+def _far_off(onx):
+    """A copy of ``onx`` whose weights are far from any solution."""
+    model = onnx.ModelProto()
+    model.CopyFrom(onx)
+    for init in model.graph.initializer:
+        if init.name in ("coef", "intercept"):
+            value = onnx.numpy_helper.to_array(init)
+            init.CopyFrom(onnx.numpy_helper.from_array(value * 0 + 10, init.name))
+    return model
+
+
+def test_trains_to_linear_regression(linear_onnx, regression_data):
+    X, y = regression_data
+    reference = LinearRegression().fit(X, y)
+    opt = OrtGradientForwardBackwardOptimizer(
+        _far_off(linear_onnx), max_iter=300, batch_size=10, random_state=0,
+        learning_rate=LearningRateSGD(eta0=0.05, learning_rate="constant"),
+    )
+    opt.fit(X, y)
+    coef, intercept = opt.weights_
+    np.testing.assert_allclose(coef.ravel(), reference.coef_, atol=1e-2)
+    np.testing.assert_allclose(intercept, [reference.intercept_], atol=1e-2)
+    assert opt.train_losses_[-1] < opt.train_losses_[0] / 100
+    assert opt.t_ == 1 + 300 * 200 and opt.n_iter_ == 300
+
+
+def _mlp(X, y):
+    mlp = MLPRegressor(hidden_layer_sizes=(6,), activation="tanh", solver="sgd", momentum=0,
+                       alpha=0, learning_rate_init=0.01, batch_size=X.shape[0],
+                       shuffle=False, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mlp.partial_fit(X, y)
+    return mlp
+
+
+def test_mlp_step_for_step_like_scikit_learn(regression_data):
+    X, y = regression_data
+    X, y = X[:100], y[:100] / 5
+    mlp = _mlp(X, y)
+    onx = to_onnx(mlp, X[:1], target_opset=TARGET_OPSET)
+    opt = OrtGradientForwardBackwardOptimizer(
+        onx, batch_size=X.shape[0], shuffle=False, learning_loss="squared_error",
+        learning_rate=LearningRateSGD(eta0=0.01, learning_rate="constant"),
+    )
+    for _ in range(50):
+        mlp.partial_fit(X, y)
+        opt.partial_fit(X, y)
+    expected = [w for pair in zip(mlp.coefs_, mlp.intercepts_, strict=True) for w in pair]
+    assert opt.weights_to_train_ == ["coefficient", "intercepts", "coefficient1", "intercepts1"]
+    for got, want in zip(opt.weights_, expected, strict=True):
+        np.testing.assert_allclose(got.reshape(want.shape), want, atol=1e-5)
+    assert opt.t_ == 1 + 50 * 100
+
+
+def test_sample_weights_weight_the_loss(linear_onnx, regression_data):
+    X, y = regression_data
+    opt = OrtGradientForwardBackwardOptimizer(linear_onnx, max_iter=1)
+    opt.fit(X, y)
+    coef, intercept = opt.weights_
+    residual = X @ coef.ravel() + intercept - y
+    weights = np.random.RandomState(0).rand(X.shape[0]).astype(np.float32)
+    expected = float(np.sum(weights * 0.5 * residual**2) / X.shape[0])
+    assert opt.losses(X, y, weights) == pytest.approx(expected, rel=1e-4)
+    assert opt.losses(X, y) == pytest.approx(float(np.mean(0.5 * residual**2)), rel=1e-4)
+    assert opt.score(X, y) == pytest.approx(-opt.losses(X, y))
+
+
+def test_weighted_fit_doubles_the_step(linear_onnx, regression_data):
+    """Weights of 2 give the same updates as twice the learning rate."""
+    X, y = regression_data
+    common = dict(max_iter=3, batch_size=16, shuffle=False)
+    rate = "constant"
+    weighted = OrtGradientForwardBackwardOptimizer(
+        linear_onnx, learning_rate=LearningRateSGD(eta0=0.01, learning_rate=rate), **common)
+    weighted.fit(X, y, sample_weight=np.full(X.shape[0], 2.0))
+    doubled = OrtGradientForwardBackwardOptimizer(
+        linear_onnx, learning_rate=LearningRateSGD(eta0=0.02, learning_rate=rate), **common)
+    doubled.fit(X, y)
+    for a, b in zip(weighted.weights_, doubled.weights_, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_trained_onnx_predicts_with_trained_weights(linear_onnx, regression_data):
+    X, y = regression_data
+    opt = OrtGradientForwardBackwardOptimizer(linear_onnx, max_iter=5, random_state=0)
+    opt.fit(X, y)
+    trained = opt.get_trained_onnx()
+    got = InferenceSession(trained.SerializeToString()).run(None, {"X": X})[0]
+    coef, intercept = opt.weights_
+    np.testing.assert_allclose(got.ravel(), X @ coef.ravel() + intercept, rtol=1e-5, atol=1e-5)
+
+
+def test_warm_start_and_partial_fit_continue(linear_onnx, regression_data):
+    X, y = regression_data
+    opt = OrtGradientForwardBackwardOptimizer(linear_onnx, max_iter=2, batch_size=50,
+                                              random_state=0)
+    opt.fit(X, y)
+    assert opt.t_ == 1 + 2 * 200
+    opt.partial_fit(X, y)
+    assert opt.t_ == 1 + 3 * 200 and len(opt.train_losses_) == 3
+    opt.set_params(warm_start=True)
+    opt.fit(X, y)
+    assert opt.t_ == 1 + 5 * 200
+    opt.set_params(warm_start=False)
+    opt.fit(X, y)
+    assert opt.t_ == 1 + 2 * 200 and len(opt.train_losses_) == 2
+
+
+def test_state_round_trip(linear_onnx, regression_data):
+    X, y = regression_data
+    opt = OrtGradientForwardBackwardOptimizer(linear_onnx, max_iter=1, random_state=0)
+    opt.fit(X, y)
+    state = opt.get_state()
+    before = [w.copy() for w in opt.weights_]
+    opt.partial_fit(X, y)
+    assert not np.allclose(before[0], opt.weights_[0])
+    buffers = [id(w) for w in opt.weights_]
+    opt.set_state(state)
+    assert [id(w) for w in opt.weights_] == buffers  # restored in place
+    for a, b in zip(opt.weights_, before, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert opt.t_ == state["t"]
+
+
+def test_tol_stops_and_validation_is_recorded(linear_onnx, regression_data):
+    X, y = regression_data
+    opt = OrtGradientForwardBackwardOptimizer(
+        linear_onnx, max_iter=500, tol=1e-3, n_iter_no_change=3, random_state=0,
+        validation_every=1, learning_rate=LearningRateSGD(eta0=0.05, learning_rate="constant"),
+    )
+    opt.fit(X[:150], y[:150], X_val=X[150:], y_val=y[150:])
+    assert 3 < opt.n_iter_ < 500
+    assert len(opt.validation_losses_) == opt.n_iter_
+    assert opt.validation_losses_[-1] < 1e-2
+
+
+def test_divergence_raises_and_keeps_last_finite_epoch(linear_onnx, regression_data):
+    X, y = regression_data
+    opt = OrtGradientForwardBackwardOptimizer(
+        linear_onnx, max_iter=1, batch_size=50, random_state=0,
+        learning_rate=LearningRateSGD(eta0=0.01, learning_rate="constant"),
+    )
+    opt.fit(X, y)
+    kept = [w.copy() for w in opt.weights_]
+    opt.set_params(learning_rate=LearningRateSGD(eta0=1e6, learning_rate="constant"),
+                   warm_start=True, max_iter=50)
+    with pytest.raises(ConvergenceError, match=r"diverged at epoch \d+, batch \d+.*smaller"):
+        opt.fit(X, y)
+    for a, b in zip(opt.weights_, kept, strict=True):
+        np.testing.assert_array_equal(a, b)
+    opt.set_params(exc=False)
+    with pytest.warns(ConvergenceWarning, match="diverged"):
+        opt.fit(X, y)
+    assert all(np.isfinite(w).all() for w in opt.weights_)
+
+
+def test_penalty_skips_intercepts(linear_onnx, regression_data):
+    X, y = regression_data
+    opt = OrtGradientForwardBackwardOptimizer(linear_onnx, max_iter=1, learning_penalty="l2")
+    opt.fit(X, y)
+    penalized = opt._penalized()
+    assert len(penalized) == 1 and penalized[0] is opt.weights_[0]
+    opt.set_params(penalized_weights=["intercept"])
+    assert opt._penalized()[0] is opt.weights_[1]
+
+
+def test_bad_parameters(linear_onnx, regression_data):
+    X, y = regression_data
+    with pytest.raises(ValueError, match="batch_size >= 1"):
+        OrtGradientForwardBackwardOptimizer(linear_onnx, batch_size=0).fit(X, y)
+    with pytest.raises(ValueError, match="Unknown weights"):
+        OrtGradientForwardBackwardOptimizer(linear_onnx, weights_to_train=["w"]).fit(X, y)
+    with pytest.raises(ValueError, match="X has 200 rows but y has 10"):
+        OrtGradientForwardBackwardOptimizer(linear_onnx).fit(X, y[:10])
