@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
 
-from skl_ortgrad.utils.onnx_model import make_model
+from skl_ortgrad.utils.onnx_model import graph_names, make_model, unique_name
 from skl_ortgrad.utils.orttraining_helper import get_train_initializer
 
 
@@ -72,25 +72,6 @@ def _builder_classes():
         OrtModuleGraphBuilderConfiguration,
         TrainingGraphTransformerConfiguration,
     )
-
-
-def _unique_name(base: str, taken: set[str]) -> str:
-    name, i = base, 0
-    while name in taken:
-        i += 1
-        name = f"{base}_{i}"
-    taken.add(name)
-    return name
-
-
-def _all_names(graph: onnx.GraphProto) -> set[str]:
-    names = {i.name for i in graph.input} | {o.name for o in graph.output}
-    names |= {i.name for i in graph.initializer}
-    for node in graph.node:
-        names.update(node.input)
-        names.update(node.output)
-        names.add(node.name)
-    return names
 
 
 def onnx_derivative(
@@ -230,7 +211,7 @@ def _remove_yield_op(
         raise RuntimeError(f"Expected one YieldOp in the gradient graph, found {len(yields)}.")
     yield_node = yields[0]
     outputs_info = {o.name: o for o in onx.graph.output}
-    taken = _all_names(graph)
+    taken = graph_names(graph)
 
     new_inputs: list[ValueInfoProto] = []
     new_nodes: list[NodeProto] = []
@@ -264,14 +245,14 @@ def _remove_yield_op(
             continue
         # Output gradients must have the full shape of the output (YieldOp's
         # full_shape_outputs): ConstantOfShape(Shape(output)).
-        shape = _unique_name(f"{out_name}_shape", taken)
+        shape = unique_name(f"{out_name}_shape", taken)
         new_nodes.append(helper.make_node("Shape", [out_name], [shape], name=shape))
         new_nodes.append(
             helper.make_node(
                 "ConstantOfShape",
                 [shape],
                 [grad_name],
-                name=_unique_name(f"{grad_name}_fill", taken),
+                name=unique_name(f"{grad_name}_fill", taken),
                 value=helper.make_tensor("value", elem, [1], [value]),
             )
         )

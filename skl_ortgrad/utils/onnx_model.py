@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from onnx import GraphProto, ModelProto, TensorProto, helper
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, helper
 
 OPSET = 21
 ML_OPSET = 3
@@ -89,3 +89,40 @@ def initializers_to_inputs(model: ModelProto, names: Iterable[str]) -> ModelProt
         for name in names
     )
     return result
+
+
+def graph_names(graph: GraphProto) -> set[str]:
+    """Every result, initializer, input, output and node name used in ``graph``."""
+    names = {i.name for i in graph.input} | {o.name for o in graph.output}
+    names |= {i.name for i in graph.initializer} | {v.name for v in graph.value_info}
+    for node in graph.node:
+        names.update(node.input)
+        names.update(node.output)
+        names.add(node.name)
+        names |= subgraph_inputs(node)
+    names.discard("")
+    return names
+
+
+def subgraph_inputs(node: NodeProto) -> set[str]:
+    """Names read inside the subgraphs of a control-flow node (If, Loop, Scan)."""
+    found: set[str] = set()
+    for att in node.attribute:
+        graphs = list(att.graphs)
+        if att.type == AttributeProto.GRAPH:
+            graphs.append(att.g)
+        for sub in graphs:
+            for sub_node in sub.node:
+                found.update(sub_node.input)
+                found |= subgraph_inputs(sub_node)
+    return found
+
+
+def unique_name(base: str, taken: set[str]) -> str:
+    """Return ``base`` or ``base_<i>``, the first not in ``taken``, and add it to ``taken``."""
+    name, i = base, 0
+    while name in taken:
+        i += 1
+        name = f"{base}_{i}"
+    taken.add(name)
+    return name

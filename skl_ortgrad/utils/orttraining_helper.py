@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import onnx
 from onnx import (
-    AttributeProto,
     GraphProto,
     ModelProto,
     NodeProto,
@@ -15,7 +14,14 @@ from onnx import (
     numpy_helper,
 )
 
-from skl_ortgrad.utils.onnx_model import OPSET, make_model, onnx_dtype
+from skl_ortgrad.utils.onnx_model import (
+    OPSET,
+    graph_names,
+    make_model,
+    onnx_dtype,
+    subgraph_inputs,
+    unique_name,
+)
 
 _FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16}
 # (op_type, input index) pairs that hold the parameters of a linear layer.
@@ -75,42 +81,6 @@ _ONNX_TO_NP = {
     TensorProto.DOUBLE: np.float64,
     TensorProto.FLOAT16: np.float16,
 }
-
-
-def _graph_names(graph: GraphProto) -> set[str]:
-    """Every result, initializer, input, output and node name used in ``graph``."""
-    names = {i.name for i in graph.input} | {o.name for o in graph.output}
-    names |= {i.name for i in graph.initializer} | {v.name for v in graph.value_info}
-    for node in graph.node:
-        names.update(node.input)
-        names.update(node.output)
-        names.add(node.name)
-        names |= _subgraph_inputs(node)
-    names.discard("")
-    return names
-
-
-def _subgraph_inputs(node: NodeProto) -> set[str]:
-    """Names read inside the subgraphs of a control-flow node (If, Loop, Scan)."""
-    found: set[str] = set()
-    for att in node.attribute:
-        graphs = list(att.graphs)
-        if att.type == AttributeProto.GRAPH:
-            graphs.append(att.g)
-        for sub in graphs:
-            for sub_node in sub.node:
-                found.update(sub_node.input)
-                found |= _subgraph_inputs(sub_node)
-    return found
-
-
-def _unique(base: str, taken: set[str]) -> str:
-    name, i = base, 0
-    while name in taken:
-        i += 1
-        name = f"{base}_{i}"
-    taken.add(name)
-    return name
 
 
 def _main_opset(onx: ModelProto) -> int:
@@ -214,7 +184,7 @@ def merge_loss_graph(
     if not weighted and weight_name is not None:
         raise ValueError(f"weight_name={weight_name!r} but the loss graph is not weighted.")
 
-    taken = _graph_names(graph)
+    taken = graph_names(graph)
     new_names = [label_name, loss_name] + ([weight_name] if weighted else [])
     clashes = [n for n in new_names if n in taken]
     if clashes or len(set(new_names)) != len(new_names):
@@ -234,9 +204,9 @@ def merge_loss_graph(
     first_dim = dims[0] if dims else None
     if rank == 1:
         # label is [N, 1]: a rank-1 prediction would broadcast into [N, N] in the loss.
-        shape = _unique("loss_reshape_shape", taken)
+        shape = unique_name("loss_reshape_shape", taken)
         initializers.append(numpy_helper.from_array(np.array([-1, 1], dtype=np.int64), shape))
-        reshaped = _unique(f"{prediction}_2d", taken)
+        reshaped = unique_name(f"{prediction}_2d", taken)
         nodes.append(helper.make_node("Reshape", [prediction, shape], [reshaped], name=reshaped))
         prediction = reshaped
         n_cols: int | None = 1
@@ -246,7 +216,7 @@ def merge_loss_graph(
         n_cols = None
 
     # One prefix for every internal name of the loss graph, chosen so none clashes.
-    internal = _graph_names(loss_graph.graph) - {"label", "prediction", "weight", "loss"}
+    internal = graph_names(loss_graph.graph) - {"label", "prediction", "weight", "loss"}
     prefix, i = "loss_", 0
     while any(prefix + n in taken for n in internal):
         i += 1
@@ -259,7 +229,7 @@ def merge_loss_graph(
     for node in loss_graph.graph.node:
         new_node = NodeProto()
         new_node.CopyFrom(node)
-        new_node.name = prefix + node.name if node.name else _unique(prefix + "node", taken)
+        new_node.name = prefix + node.name if node.name else unique_name(prefix + "node", taken)
         del new_node.input[:]
         del new_node.output[:]
         new_node.input.extend(mapping.get(n, n) if n else n for n in node.input)
@@ -337,15 +307,15 @@ def penalty_loss_onnx(
     nodes: list[NodeProto] = []
 
     def const(value: float, hint: str) -> str:
-        out = _unique(f"{name}_{hint}", taken)
+        out = unique_name(f"{name}_{hint}", taken)
         tensor = helper.make_tensor(out, elem, [], [value])
         nodes.append(helper.make_node("Constant", [], [out], name=out, value=tensor))
         return out
 
     def op(op_type: str, inputs: list[str], hint: str, out: str | None = None, **kw) -> str:
-        out = out or _unique(f"{name}_{hint}", taken)
+        out = out or unique_name(f"{name}_{hint}", taken)
         nodes.append(
-            helper.make_node(op_type, inputs, [out], name=_unique(f"n_{out}", taken), **kw)
+            helper.make_node(op_type, inputs, [out], name=unique_name(f"n_{out}", taken), **kw)
         )
         return out
 
@@ -362,7 +332,7 @@ def penalty_loss_onnx(
                 "Constant",
                 [],
                 [output],
-                name=_unique(f"n_{output}", taken),
+                name=unique_name(f"n_{output}", taken),
                 value=helper.make_tensor(output, elem, [], [0.0]),
             )
         )
@@ -443,10 +413,10 @@ def add_loss_output(
             loss_name=loss_name,
         )
 
-    taken = _graph_names(onx.graph) | {label_name, loss_name}
+    taken = graph_names(onx.graph) | {label_name, loss_name}
     if weight_name is not None:
         taken.add(weight_name)
-    data_loss = _unique(f"{loss_name}_data", taken)
+    data_loss = unique_name(f"{loss_name}_data", taken)
     merged = merge_loss_graph(
         onx,
         loss_graph,
@@ -458,7 +428,7 @@ def add_loss_output(
     graph = merged.graph
     types = {i.name: i.data_type for i in graph.initializer}
     types.update({i.name: i.type.tensor_type.elem_type for i in graph.input})
-    taken |= _graph_names(graph)
+    taken |= graph_names(graph)
     nodes = list(graph.node)
     total = data_loss
     for name, coefs in penalty.items():
@@ -476,11 +446,12 @@ def add_loss_output(
         nodes.extend(pen_nodes)
         pen = pen_nodes[-1].output[0]
         if types[name] != elem:
-            pen = _unique(f"{pen}_cast", taken)
+            pen = unique_name(f"{pen}_cast", taken)
             nodes.append(helper.make_node("Cast", [pen_nodes[-1].output[0]], [pen], to=elem))
         is_last = name == list(penalty)[-1]
-        out = loss_name if is_last else _unique(f"{loss_name}_partial", taken)
-        nodes.append(helper.make_node("Add", [total, pen], [out], name=_unique(f"n_{out}", taken)))
+        out = loss_name if is_last else unique_name(f"{loss_name}_partial", taken)
+        node_name = unique_name(f"n_{out}", taken)
+        nodes.append(helper.make_node("Add", [total, pen], [out], name=node_name))
         total = out
     new_graph = helper.make_graph(
         nodes,
@@ -540,7 +511,7 @@ def select_model_output(onx: ModelProto, output_name: str) -> ModelProto:
         if needed & set(node.output):
             kept.append(node)
             needed.update(n for n in node.input if n)
-            needed |= _subgraph_inputs(node)
+            needed |= subgraph_inputs(node)
     kept.reverse()
     new_graph = helper.make_graph(
         kept,
@@ -570,18 +541,20 @@ def _scaler_to_standard(
     x = node.input[0]
     nodes: list[NodeProto] = []
     if types.get(x, TensorProto.FLOAT) != TensorProto.FLOAT:
-        cast = _unique(f"{base}_cast", taken)
+        cast = unique_name(f"{base}_cast", taken)
         nodes.append(helper.make_node("Cast", [x], [cast], name=cast, to=TensorProto.FLOAT))
         x = cast
-    offset_name = _unique(f"{base}_offset", taken)
-    scale_name = _unique(f"{base}_scale", taken)
-    centered = _unique(f"{base}_centered", taken)
+    offset_name = unique_name(f"{base}_offset", taken)
+    scale_name = unique_name(f"{base}_scale", taken)
+    centered = unique_name(f"{base}_centered", taken)
     nodes.append(
-        helper.make_node("Sub", [x, offset_name], [centered], name=_unique(f"{base}_sub", taken))
+        helper.make_node(
+            "Sub", [x, offset_name], [centered], name=unique_name(f"{base}_sub", taken)
+        )
     )
     nodes.append(
         helper.make_node(
-            "Mul", [centered, scale_name], [node.output[0]], name=_unique(f"{base}_mul", taken)
+            "Mul", [centered, scale_name], [node.output[0]], name=unique_name(f"{base}_mul", taken)
         )
     )
     inits = [
@@ -632,7 +605,7 @@ def rewrite_no_gradient_ops(onx: ModelProto) -> ModelProto:
     if needs_inference:
         inferred = onnx.shape_inference.infer_shapes(onx).graph.value_info
         types.update({v.name: v.type.tensor_type.elem_type for v in inferred})
-    taken = _graph_names(graph)
+    taken = graph_names(graph)
     nodes: list[NodeProto] = []
     initializers = list(graph.initializer)
     for node in graph.node:

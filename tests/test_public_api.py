@@ -1,0 +1,74 @@
+"""The public names of DESIGN.md section 3 import from where users expect them."""
+
+import skl_ortgrad
+
+
+def test_top_level_names():
+    from skl_ortgrad import (
+        AbsoluteLearningLoss,
+        ConvergenceError,
+        ElasticLearningLoss,
+        ElasticLearningPenalty,
+        EpsilonInsensitiveLearningLoss,
+        HingeLearningLoss,
+        HuberLearningLoss,
+        LearningRateSGD,
+        LearningRateSGDNesterov,
+        ModifiedHuberLearningLoss,
+        NegLogLearningLoss,
+        NoLearningPenalty,
+        OnnxSGDClassifier,
+        OnnxSGDRegressor,
+        SquareLearningLoss,
+    )
+    from skl_ortgrad.estimators.sgd import OnnxSGDClassifier as SGDClassifierImpl
+    from skl_ortgrad.training.sgd_learning_loss import BaseLearningLoss
+    from skl_ortgrad.training.sgd_learning_penalty import BaseLearningPenalty
+    from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate
+
+    assert OnnxSGDClassifier is SGDClassifierImpl
+    assert issubclass(ConvergenceError, ValueError)
+    assert issubclass(LearningRateSGDNesterov, LearningRateSGD)
+    assert issubclass(LearningRateSGD, BaseLearningRate)
+    for loss in (
+        SquareLearningLoss, AbsoluteLearningLoss, ElasticLearningLoss, NegLogLearningLoss,
+        HuberLearningLoss, EpsilonInsensitiveLearningLoss, HingeLearningLoss,
+        ModifiedHuberLearningLoss,
+    ):
+        assert issubclass(loss, BaseLearningLoss)
+    for penalty in (NoLearningPenalty, ElasticLearningPenalty):
+        assert issubclass(penalty, BaseLearningPenalty)
+    assert OnnxSGDRegressor().get_params()["max_iter"] == 1000
+
+
+def test_all_is_complete_and_importable():
+    from skl_ortgrad.training import sgd_learning_loss
+
+    for name in skl_ortgrad.__all__:
+        assert getattr(skl_ortgrad, name) is not None, name
+    # Every loss class of the loss module is exported at the top level.
+    assert set(sgd_learning_loss.__all__) <= set(skl_ortgrad.__all__)
+    assert "ConvergenceError" in skl_ortgrad.__all__
+    assert len(set(skl_ortgrad.__all__)) == len(skl_ortgrad.__all__)
+
+
+def test_module_level_names():
+    from skl_ortgrad.training.grad_helper import DerivativeOptions, onnx_derivative, random_feed
+    from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
+    from skl_ortgrad.training.ortgradient import (
+        OrtGradientForwardBackward,
+        OrtGradientForwardBackwardFunction,
+    )
+    from skl_ortgrad.utils.orttraining_helper import (
+        add_loss_output,
+        get_train_initializer,
+        penalty_loss_onnx,
+    )
+
+    assert callable(onnx_derivative) and callable(random_feed)
+    assert callable(add_loss_output) and callable(penalty_loss_onnx)
+    assert callable(get_train_initializer)
+    assert DerivativeOptions is not None
+    assert OrtGradientForwardBackwardOptimizer is not None
+    assert issubclass(OrtGradientForwardBackward, object)
+    assert OrtGradientForwardBackwardFunction is not None
