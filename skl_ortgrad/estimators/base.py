@@ -160,9 +160,14 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         # test scores on diabetes, breast cancer, iris and digits (200 under-trained iris).
         return min(32, n_samples) if self.batch_size == "auto" else int(self.batch_size)
 
+    def _default_rate(self, X: Any) -> BaseLearningRate:
+        """The rate used when ``learning_rate`` is None, fixed at the first call on ``X``."""
+        return BaseLearningRate.select(self._default_learning_rate)
+
     def _training_objects(self) -> tuple[Any, Any, Any]:
-        rate = BaseLearningRate.select(
-            self._default_learning_rate if self.learning_rate is None else self.learning_rate
+        rate = (
+            self.default_learning_rate_ if self.learning_rate is None
+            else BaseLearningRate.select(self.learning_rate)
         )
         loss = (
             self._default_loss() if self.learning_loss is None
@@ -214,6 +219,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         if restart:
             parse_device(self.device)
             device_providers(self.device)
+            self.default_learning_rate_ = self._default_rate(X)
             self._build_optimizer(X.shape[1])
         optimizer = self.optimizer_
         rate, loss, penalty = self._training_objects()

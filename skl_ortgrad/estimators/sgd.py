@@ -14,6 +14,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression, SGDClassi
 from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
 from skl_ortgrad.training.sgd_learning_loss import NegLogLearningLoss, SquareLearningLoss
+from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
 from skl_ortgrad.utils.onnx_model import TARGET_OPSET
 
 _LINEAR_WEIGHTS = ["coef", "intercept"]
@@ -76,7 +77,9 @@ class OnnxSGDRegressor(RegressorMixin, BaseOnnxEstimator):
     Parameters
     ----------
     learning_rate : None, float, str or BaseLearningRate
-        None: ``LearningRateSGD()`` (invscaling, ``eta0=0.01``, ``power_t=0.25``); a float:
+        None: invscaling (``power_t=0.25``) with
+        :math:`\\eta_0 = \\min(0.01\\, b, 1 / E\\|x\\|^2)` for batches of :math:`b` rows,
+        fixed at the first call (see ``default_learning_rate_``); a float:
         a constant rate; a string alias ('invscaling', 'optimal', 'constant',
         'nesterov'...); or an object (its parameters are reachable as
         ``learning_rate__eta0`` in a grid search).
@@ -102,6 +105,8 @@ class OnnxSGDRegressor(RegressorMixin, BaseOnnxEstimator):
     intercept_ : ndarray of shape (1,)
     n_iter_, t_, loss_curve_, best_loss_, n_features_in_, feature_names_in_ :
         As in scikit-learn.
+    default_learning_rate_ : BaseLearningRate
+        The rate used when ``learning_rate`` is None.
     optimizer_ : OrtGradientForwardBackwardOptimizer
         The training loop and its state.
     """
@@ -135,6 +140,23 @@ class OnnxSGDRegressor(RegressorMixin, BaseOnnxEstimator):
 
     def _default_loss(self) -> SquareLearningLoss:
         return SquareLearningLoss()
+
+    def _default_rate(self, X: Any) -> LearningRateSGD:
+        """scikit-learn's invscaling schedule with a step suited to mini-batches.
+
+        ``SGDRegressor`` takes one step of :math:`\\eta_0 = 0.01` per sample; an update
+        here averages a batch of :math:`b` rows, so the same progress per epoch needs
+        :math:`\\eta_0 = 0.01\\, b` (linear scaling). The mean-gradient step of the
+        squared loss is stable while :math:`\\eta < 2 / \\lambda_{max}(E[x x^\\top])`,
+        and :math:`E\\|x\\|^2` bounds that eigenvalue, hence
+        :math:`\\eta_0 = \\min(0.01\\, b,\\ 1 / E\\|x\\|^2)`: on unscaled features the
+        rate shrinks instead of diverging.
+        """
+        batch = self._resolved_batch_size(X.shape[0])
+        squares = X.multiply(X).sum() if hasattr(X, "multiply") else np.einsum("ij,ij->", X, X)
+        mean_norm = float(squares) / X.shape[0]
+        eta0 = 0.01 * batch if mean_norm == 0 else min(0.01 * batch, 1.0 / mean_norm)
+        return LearningRateSGD(eta0=eta0, learning_rate="invscaling")
 
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
         y = np.asarray(y)

@@ -403,9 +403,11 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         weights, state = self.weights_, self.lr_state_
         penalized = self._penalized()
         total = 0.0
+        # onnxruntime overwrites these vectors at every call: allocated once per epoch.
+        outputs, gradients = OrtValueVector(), OrtValueVector()
         for batch, (n_rows, feeds) in enumerate(loader):
-            outputs = function.forward(feeds, training=True)
-            gradients = function.backward(grad_outputs[n_rows])
+            function.forward(feeds, training=True, forward_outputs_cache=outputs)
+            function.backward(grad_outputs[n_rows], backward_outputs_cache=gradients)
             eta = rate.eta(self.t_)
             loss = float(outputs[0].numpy())
             if not np.isfinite(loss):

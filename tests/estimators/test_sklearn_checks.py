@@ -4,13 +4,6 @@ The expected failures scikit-learn declares for ``SGDRegressor`` and ``SGDClassi
 themselves (``PER_ESTIMATOR_XFAIL_CHECKS`` in
 ``sklearn/utils/_test_common/instance_generator.py``): stochastic gradient descent with
 sample weights is not equivalent to removing or repeating samples.
-
-``_OPEN_REGRESSOR_ISSUES`` lists checks that fail for a reason of our own, kept visible
-(strict xfail: the test fails as soon as one of them passes) until it is decided:
-these checks fit on unscaled data (``X ~ N(100, 1)``) on which squared-error SGD with the
-default schedule diverges; the estimator raises ``ConvergenceError`` by design (float32
-loss reaches inf at epoch 3), where ``SGDRegressor`` clips the loss derivative at 1e12 in
-float64 and returns predictions of about -2e13 without an error.
 """
 
 import pytest
@@ -27,20 +20,7 @@ _SGD_XFAIL = {
     ),
 }
 
-_DIVERGES = (
-    "OPEN ISSUE: squared-error SGD diverges on X ~ N(100, 1) and the estimator raises "
-    "ConvergenceError (SGDRegressor clips dloss at 1e12 in float64 instead)."
-)
-_OPEN_REGRESSOR_ISSUES = {
-    "check_fit_idempotent": _DIVERGES,
-    "check_fit_check_is_fitted": _DIVERGES,
-    "check_n_features_in": _DIVERGES,
-}
-
-
 def _expected_failed_checks(estimator):
-    if isinstance(estimator, OnnxSGDRegressor):
-        return {**_SGD_XFAIL, **_OPEN_REGRESSOR_ISSUES}
     return _SGD_XFAIL
 
 
