@@ -30,6 +30,8 @@ from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate
 from skl_ortgrad.utils.onnx_model import initializers_to_inputs
 from skl_ortgrad.utils.orttraining_helper import select_model_output
 
+_SPARSE_CHUNK = 4096  # rows densified at once when predicting on a sparse matrix
+
 
 class Template:
     """The ONNX graph an estimator trains and serves.
@@ -328,14 +330,23 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         X = validate_data(
             self, X, reset=False, accept_sparse="csr", dtype=[np.float32, np.float64]
         )
-        if hasattr(X, "toarray"):
-            X = X.toarray()
         session = self._session()
         optimizer = self.optimizer_
         feeds = dict(zip(optimizer.weights_to_train_, optimizer.weights_, strict=True))
-        feeds[session.get_inputs()[0].name] = np.ascontiguousarray(X, dtype=np.float32)
+        input_name = session.get_inputs()[0].name
         names = [out.name for out in session.get_outputs()]
-        return dict(zip(names, session.run(names, feeds), strict=True))
+        # A sparse matrix is densified chunk by chunk, never whole.
+        step = _SPARSE_CHUNK if hasattr(X, "toarray") else max(1, X.shape[0])
+        chunks = []
+        for start in range(0, X.shape[0], step):
+            rows = X[start:start + step]
+            rows = rows.toarray() if hasattr(rows, "toarray") else rows
+            feeds[input_name] = np.ascontiguousarray(rows, dtype=np.float32)
+            chunks.append(session.run(names, feeds))
+        return {
+            name: np.concatenate([chunk[i] for chunk in chunks])
+            for i, name in enumerate(names)
+        }
 
     def to_onnx(self) -> onnx.ModelProto:
         """Return the trained ONNX model, ready for onnxruntime inference.

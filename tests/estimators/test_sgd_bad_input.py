@@ -121,3 +121,16 @@ def test_divergence_keeps_last_finite_weights(data):
     assert isinstance(info.value, ValueError)
     _assert_unchanged(model, snapshot)
     assert np.isfinite(model.predict(X)).all()
+
+
+def test_sparse_predict_matches_dense_across_chunks(data, monkeypatch):
+    import scipy.sparse as sp
+
+    from skl_ortgrad.estimators import base
+
+    X, y = data
+    model = OnnxSGDClassifier(random_state=0, max_iter=5).fit(X, y)
+    monkeypatch.setattr(base, "_SPARSE_CHUNK", 7)  # many chunks, a ragged last one
+    np.testing.assert_allclose(
+        model.predict_proba(sp.csr_matrix(X)), model.predict_proba(X), rtol=1e-6)
+    np.testing.assert_array_equal(model.predict(sp.csr_matrix(X)), model.predict(X))
