@@ -247,7 +247,8 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
                 optimizer.partial_fit(X, targets, sample_weight)
             else:
                 optimizer.fit(X, targets, sample_weight, X_val, y_val, val_scorer=scorer)
-        except ConvergenceError:
+        except (ConvergenceError, KeyboardInterrupt):
+            # The weights reached so far stay usable: expose them before re-raising.
             self._sync(partial, before)
             raise
         self._sync(partial, before)
