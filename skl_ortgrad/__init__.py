@@ -1,6 +1,11 @@
 """scikit-learn compatible estimators trained by onnxruntime-training."""
 
-from skl_ortgrad.estimators import OnnxSGDClassifier, OnnxSGDRegressor
+from skl_ortgrad.estimators import (
+    OnnxMLPClassifier,
+    OnnxMLPRegressor,
+    OnnxSGDClassifier,
+    OnnxSGDRegressor,
+)
 from skl_ortgrad.exceptions import ConvergenceError
 from skl_ortgrad.training.sgd_learning_loss import (
     AbsoluteLearningLoss,
@@ -20,6 +25,7 @@ from skl_ortgrad.training.sgd_learning_penalty import (
 )
 from skl_ortgrad.training.sgd_learning_rate import (
     BaseLearningRate,
+    LearningRateAdam,
     LearningRateSGD,
     LearningRateSGDNesterov,
 )
@@ -36,11 +42,14 @@ __all__ = [
     "EpsilonInsensitiveLearningLoss",
     "HingeLearningLoss",
     "HuberLearningLoss",
+    "LearningRateAdam",
     "LearningRateSGD",
     "LearningRateSGDNesterov",
     "ModifiedHuberLearningLoss",
     "NegLogLearningLoss",
     "NoLearningPenalty",
+    "OnnxMLPClassifier",
+    "OnnxMLPRegressor",
     "OnnxSGDClassifier",
     "OnnxSGDRegressor",
     "SquareLearningLoss",

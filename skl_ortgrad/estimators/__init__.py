@@ -1,5 +1,6 @@
 """scikit-learn estimators trained through onnxruntime-training."""
 
+from skl_ortgrad.estimators.mlp import OnnxMLPClassifier, OnnxMLPRegressor
 from skl_ortgrad.estimators.sgd import OnnxSGDClassifier, OnnxSGDRegressor
 
-__all__ = ["OnnxSGDClassifier", "OnnxSGDRegressor"]
+__all__ = ["OnnxMLPClassifier", "OnnxMLPRegressor", "OnnxSGDClassifier", "OnnxSGDRegressor"]

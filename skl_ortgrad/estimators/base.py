@@ -45,16 +45,25 @@ class Template:
     weights : list of str
         Initializers trained.
     outputs : list of str
-        Results read at inference, passed to the estimator's ``_from_outputs``.
+        Results read at inference.
+    penalized : list of str, optional
+        Weights the penalty applies to (default: the optimizer's rule, coefficient
+        matrices and not intercepts).
     """
 
     def __init__(
-        self, model: onnx.ModelProto, score: str, weights: list[str], outputs: list[str]
+        self,
+        model: onnx.ModelProto,
+        score: str,
+        weights: list[str],
+        outputs: list[str],
+        penalized: list[str] | None = None,
     ) -> None:
         self.model = model
         self.score = score
         self.weights = weights
         self.outputs = outputs
+        self.penalized = penalized
         # Inference session, built on first use. It lives here rather than in the
         # estimator's __dict__ so that predict leaves the estimator's state unchanged
         # (scikit-learn's check_dict_unchanged).
@@ -93,6 +102,8 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         "verbose": ["verbose"],
         "device": [str],
         "n_threads": [Interval(numbers.Integral, 1, None, closed="left")],
+        # np.float32, np.float64 or their names; checked by _dtype().
+        "dtype": "no_validation",
     }
 
     @abstractmethod
@@ -113,6 +124,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         verbose: int = 0,
         device: str = "cpu",
         n_threads: int = 1,
+        dtype: Any = np.float32,
     ) -> None:
         self.learning_rate = learning_rate
         self.learning_loss = learning_loss
@@ -129,11 +141,14 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         self.verbose = verbose
         self.device = device
         self.n_threads = n_threads
+        self.dtype = dtype
 
     # -- what subclasses define -------------------------------------------------------
 
     _default_learning_rate: Any = None
     _default_learning_penalty: Any = "l2"
+    # Whether y may have several columns (validate_data's multi_output).
+    _multi_output = False
 
     @abstractmethod
     def _default_loss(self) -> BaseLearningLoss:
@@ -166,18 +181,35 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         """The rate used when ``learning_rate`` is None, fixed at the first call on ``X``."""
         return BaseLearningRate.select(self._default_learning_rate)
 
-    def _training_objects(self) -> tuple[Any, Any, Any]:
+    def _default_penalty(self, batch_size: float) -> BaseLearningPenalty:
+        """The penalty used when ``learning_penalty`` is None, for batches of that size."""
+        return BaseLearningPenalty.select(self._default_learning_penalty)
+
+    def _dtype(self) -> np.dtype:
+        """The float type the graph computes in (``dtype`` parameter, validated)."""
+        try:
+            dtype = np.dtype(self.dtype)
+        except TypeError:
+            dtype = None
+        if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+            raise ValueError(f"dtype must be np.float32 or np.float64, got {self.dtype!r}.")
+        return dtype
+
+    def _loss(self) -> BaseLearningLoss:
+        """The loss object: ``learning_loss`` or the estimator's default."""
+        if self.learning_loss is None:
+            return self._default_loss()
+        return BaseLearningLoss.select(self.learning_loss)
+
+    def _training_objects(self, batch_size: float) -> tuple[Any, Any, Any]:
         rate = (
             self.default_learning_rate_ if self.learning_rate is None
             else BaseLearningRate.select(self.learning_rate)
         )
-        loss = (
-            self._default_loss() if self.learning_loss is None
-            else BaseLearningLoss.select(self.learning_loss)
-        )
-        penalty = BaseLearningPenalty.select(
-            self._default_learning_penalty if self.learning_penalty is None
-            else self.learning_penalty
+        loss = self._loss()
+        penalty = (
+            self._default_penalty(batch_size) if self.learning_penalty is None
+            else BaseLearningPenalty.select(self.learning_penalty)
         )
         return rate, loss, penalty
 
@@ -193,6 +225,10 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         self._validate_params()
         restart = not (self.warm_start and hasattr(self, "optimizer_"))
         return self._train(X, y, sample_weight, restart=restart, partial=False, classes=None)
+
+    def partial_fit(self, X: Any, y: Any, sample_weight: Any = None) -> BaseOnnxEstimator:
+        """One epoch over ``(X, y)``, continuing from the current weights and ``t_``."""
+        return self._partial_fit(X, y, sample_weight, classes=None)
 
     def _partial_fit(self, X: Any, y: Any, sample_weight: Any, classes: Any) -> BaseOnnxEstimator:
         first = not hasattr(self, "optimizer_")
@@ -210,21 +246,26 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         """
         X, y = validate_data(
             self, X, y, reset=restart, accept_sparse="csr", dtype=[np.float32, np.float64],
-            y_numeric=False, multi_output=False, ensure_min_samples=1,
+            y_numeric=False, multi_output=self._multi_output, ensure_min_samples=1,
         )
-        X = X.astype(np.float32, copy=False)
-        targets = self._prepare_targets(y, restart, classes)
+        dtype = self._dtype()
+        X = X.astype(dtype, copy=False)
+        targets = self._prepare_targets(y, restart, classes).astype(dtype, copy=False)
         if sample_weight is not None:
             sample_weight = _check_sample_weight(
-                sample_weight, X, dtype=np.float32, ensure_non_negative=True
+                sample_weight, X, dtype=dtype, ensure_non_negative=True
             )
         if restart:
             parse_device(self.device)
             device_providers(self.device)
             self.default_learning_rate_ = self._default_rate(X)
-            self._build_optimizer(X.shape[1])
+            self._build_optimizer(X.shape[1], X.shape[0])
         optimizer = self.optimizer_
-        rate, loss, penalty = self._training_objects()
+        batch_size = self._resolved_batch_size(X.shape[0])
+        # A penalty scaled per batch sees the batch's weight, as the weighted mean loss
+        # does: integer weights then train exactly like repeated rows.
+        mean_weight = 1.0 if sample_weight is None else float(np.mean(sample_weight))
+        rate, loss, penalty = self._training_objects(batch_size * mean_weight)
         X_val = y_val = scorer = None
         if self.early_stopping and not partial:
             X, X_val, targets, y_val, sample_weight, y_val_raw = self._validation_split(
@@ -236,7 +277,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             learning_loss=loss,
             learning_penalty=penalty,
             max_iter=1 if partial else self.max_iter,
-            batch_size=self._resolved_batch_size(X.shape[0]),
+            batch_size=batch_size,
             tol=None if partial else self.tol,
             warm_start=not restart or partial,
             verbose=self.verbose,
@@ -270,9 +311,9 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             )
         return X_tr, X_val, t_tr, t_val, w_tr, y_val
 
-    def _build_optimizer(self, n_features: int) -> None:
-        rate, loss, penalty = self._training_objects()
-        template = self._template(n_features, np.dtype(np.float32))
+    def _build_optimizer(self, n_features: int, n_samples: int) -> None:
+        rate, loss, penalty = self._training_objects(self._resolved_batch_size(n_samples))
+        template = self._template(n_features, self._dtype())
         self._template_ = template
         train_model = select_model_output(template.model, template.score)
         self.optimizer_ = OrtGradientForwardBackwardOptimizer(
@@ -287,6 +328,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             n_iter_no_change=self.n_iter_no_change,
             n_threads=self.n_threads,
             validation_every=1,
+            penalized_weights=template.penalized,
         )
         self.loss_curve_ = []
         self.n_iter_ = 0
@@ -342,7 +384,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         for start in range(0, X.shape[0], step):
             rows = X[start:start + step]
             rows = rows.toarray() if hasattr(rows, "toarray") else rows
-            feeds[input_name] = np.ascontiguousarray(rows, dtype=np.float32)
+            feeds[input_name] = np.ascontiguousarray(rows, dtype=optimizer._model_dtype())
             chunks.append(session.run(names, feeds))
         return {
             name: np.concatenate([chunk[i] for chunk in chunks])

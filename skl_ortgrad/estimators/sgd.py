@@ -13,7 +13,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression, SGDClassi
 
 from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
-from skl_ortgrad.training.sgd_learning_loss import NegLogLearningLoss, SquareLearningLoss
+from skl_ortgrad.training.sgd_learning_loss import SquareLearningLoss
 from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
 from skl_ortgrad.utils.onnx_model import TARGET_OPSET
 
@@ -98,6 +98,8 @@ class OnnxSGDRegressor(RegressorMixin, BaseOnnxEstimator):
         'cpu', 'cuda' or 'cuda:<index>'.
     n_threads : int
         onnxruntime intra-op threads.
+    dtype : np.float32 or np.float64
+        Float type of the graph: the weights, the training and the exported model.
 
     Attributes
     ----------
@@ -128,6 +130,7 @@ class OnnxSGDRegressor(RegressorMixin, BaseOnnxEstimator):
         verbose: int = 0,
         device: str = "cpu",
         n_threads: int = 1,
+        dtype: Any = np.float32,
     ) -> None:
         super().__init__(
             learning_rate=learning_rate, learning_loss=learning_loss,
@@ -135,7 +138,7 @@ class OnnxSGDRegressor(RegressorMixin, BaseOnnxEstimator):
             tol=tol, n_iter_no_change=n_iter_no_change, early_stopping=early_stopping,
             validation_fraction=validation_fraction, shuffle=shuffle,
             random_state=random_state, warm_start=warm_start, verbose=verbose,
-            device=device, n_threads=n_threads,
+            device=device, n_threads=n_threads, dtype=dtype,
         )
 
     def _default_loss(self) -> SquareLearningLoss:
@@ -186,10 +189,6 @@ class OnnxSGDRegressor(RegressorMixin, BaseOnnxEstimator):
         self.coef_ = weights["coef"].ravel().astype(np.float64)
         self.intercept_ = weights["intercept"].ravel().astype(np.float64)
 
-    def partial_fit(self, X: Any, y: Any, sample_weight: Any = None) -> OnnxSGDRegressor:
-        """One epoch over ``(X, y)``, continuing from the current weights and ``t_``."""
-        return self._partial_fit(X, y, sample_weight, classes=None)
-
     def predict(self, X: Any) -> np.ndarray:
         """Predicted values, shape (n_samples,)."""
         return self._run(X)[self._template_.score].ravel().astype(np.float64)
@@ -235,6 +234,7 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, BaseOnnxEstimat
         verbose: int = 0,
         device: str = "cpu",
         n_threads: int = 1,
+        dtype: Any = np.float32,
     ) -> None:
         super().__init__(
             learning_rate=learning_rate, learning_loss=learning_loss,
@@ -242,17 +242,11 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, BaseOnnxEstimat
             tol=tol, n_iter_no_change=n_iter_no_change, early_stopping=early_stopping,
             validation_fraction=validation_fraction, shuffle=shuffle,
             random_state=random_state, warm_start=warm_start, verbose=verbose,
-            device=device, n_threads=n_threads,
+            device=device, n_threads=n_threads, dtype=dtype,
         )
 
     # scikit-learn's SGDClassifier default schedule: eta = 1 / (alpha (t0 + t - 1)).
     _default_learning_rate = "optimal"
-
-    def _default_loss(self) -> NegLogLearningLoss:
-        # eps=0 selects the stable log-sigmoid / log-softmax form, whose gradient does
-        # not vanish on badly misclassified samples (eps > 0 caps the loss and does).
-        function = "sigmoid" if len(self.classes_) == 2 else "softmax"
-        return NegLogLearningLoss(eps=0.0, probability_function=function)
 
     def _template(self, n_features: int, dtype: np.dtype) -> Template:
         n_classes = len(self.classes_)
@@ -273,17 +267,8 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, BaseOnnxEstimat
 
     def _softmax_loss(self) -> bool:
         """Whether the loss trains a softmax over the scores."""
-        _, loss, _ = self._training_objects()
-        return getattr(loss, "probability_function", None) == "softmax"
+        return getattr(self._loss(), "probability_function", None) == "softmax"
 
     def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
         self.coef_ = weights["coef"].T.astype(np.float64).copy()
         self.intercept_ = weights["intercept"].ravel().astype(np.float64)
-
-    def partial_fit(
-        self, X: Any, y: Any, classes: Any = None, sample_weight: Any = None
-    ) -> OnnxSGDClassifier:
-        """One epoch over ``(X, y)``; ``classes`` is required on the first call."""
-        if not hasattr(self, "optimizer_") and classes is None:
-            raise ValueError("classes must be passed on the first call to partial_fit.")
-        return self._partial_fit(X, y, sample_weight, classes=classes)

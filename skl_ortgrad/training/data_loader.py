@@ -1,4 +1,4 @@
-"""Mini-batches as onnxruntime feeds, with as little copying as possible.
+r"""Mini-batches as onnxruntime feeds, with as little copying as possible.
 
 Gathering rows ``X[idx]`` batch after batch was measured as two thirds of a shuffled
 epoch. Instead, each epoch copies the permuted dataset once into buffers allocated once
@@ -9,6 +9,11 @@ fit and reused at every epoch. Shuffling quality is that of a full permutation p
 
 Sparse ``X`` is never densified whole: each batch's rows are densified into a reused
 dense buffer.
+
+Every batch also comes with the gradient the backward pass starts from,
+:math:`\partial \bar L / \partial L = 1 / \sum_{i \in B} s_i`, which turns the graph's
+weighted loss sum :math:`L = \sum_i s_i \ell_i` into the batch's weighted mean: with
+integer weights and one batch, that is exactly training on repeated rows.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ class MiniBatchLoader:
         Feeds appended after the batch (the weights). On the CPU it is called once: the
         weights are numpy buffers updated in place, seen by onnxruntime. On another
         device it is called for every batch, since a device copy would be stale.
+    weight_index : int, optional
+        Position of the sample weights in ``arrays`` (None: every row weighs 1).
     """
 
     def __init__(
@@ -50,6 +57,7 @@ class MiniBatchLoader:
         random_state: np.random.RandomState,
         device: OrtDevice,
         tail: Callable[[], list[OrtValue]],
+        weight_index: int | None = None,
     ) -> None:
         self.n_rows = arrays[0].shape[0]
         self.batch_size = max(1, min(int(batch_size), self.n_rows))
@@ -75,11 +83,14 @@ class MiniBatchLoader:
             self._x_batches = {n: np.empty((n, x.shape[1]), dtype=x.dtype) for n in sizes}
         self._order = np.arange(self.n_rows)
         self._feeds: list[OrtValueVector] | None = None
-
-    @property
-    def batch_sizes(self) -> set[int]:
-        """The distinct numbers of rows of the batches."""
-        return {stop - start for start, stop in self._bounds}
+        # Position of the weights among the dense buffers (X may be sparse, not among them).
+        self._weight_buffer = (
+            None if weight_index is None else weight_index - (1 if self._sparse else 0)
+        )
+        self.totals = np.empty(len(self._bounds), dtype=np.float64)
+        self._scales = np.empty(len(self._bounds), dtype=arrays[0].dtype)
+        self._grads: list[OrtValueVector] | None = None
+        self._update_scales()
 
     def __len__(self) -> int:
         return len(self._bounds)
@@ -104,15 +115,46 @@ class MiniBatchLoader:
         for source, buffer in zip(self._dense, self._buffers, strict=True):
             # mode="clip" skips the bounds check (a permutation is in range): 2.5x faster.
             np.take(source, self._order, axis=0, out=buffer, mode="clip")
+        self._update_scales()
 
-    def __iter__(self) -> Iterator[tuple[int, OrtValueVector]]:
-        """Yield ``(rows in the batch, feeds)`` for one epoch."""
+    def _update_scales(self) -> None:
+        """Batch totals (rows or summed weights) and their inverses, in place."""
+        starts = [start for start, _ in self._bounds]
+        if self._weight_buffer is None:
+            self.totals[:] = [stop - start for start, stop in self._bounds]
+        else:
+            weights = self._buffers[self._weight_buffer]
+            self.totals[:] = np.add.reduceat(weights.astype(np.float64), starts)
+        # A batch whose weights are all zero contributes no gradient; so does one whose
+        # total is below the smallest normal float of the graph (its inverse overflows).
+        tiny = np.finfo(self._scales.dtype).tiny
+        self._scales[:] = np.divide(
+            1.0, self.totals, out=np.zeros_like(self.totals), where=self.totals > tiny
+        )
+
+    def _grad(self, index: int) -> OrtValueVector:
+        vect = OrtValueVector()
+        # A 0-d view of the scales array: updated in place at every permutation.
+        scale = self._scales[index:index + 1].reshape(())
+        vect.push_back(OrtValue.ortvalue_from_numpy(scale, self.device))
+        return vect
+
+    def __iter__(self) -> Iterator[tuple[int, float, OrtValueVector, OrtValueVector]]:
+        """Yield ``(rows, total, feeds, output gradient)`` for every batch of an epoch.
+
+        The total is the batch's row count, or its summed sample weights; the output
+        gradient holds its inverse.
+        """
         if self.shuffle:
             self._permute()
         if self._reuse and self._feeds is None:
             self._feeds = [self._vector(start, stop) for start, stop in self._bounds]
+            self._grads = [self._grad(index) for index in range(len(self._bounds))]
         for index, (start, stop) in enumerate(self._bounds):
             if self._sparse:
                 self._fill_sparse(start, stop)
-            feeds = self._feeds[index] if self._reuse else self._vector(start, stop)
-            yield stop - start, feeds
+            if self._reuse:
+                feeds, grad = self._feeds[index], self._grads[index]
+            else:
+                feeds, grad = self._vector(start, stop), self._grad(index)
+            yield stop - start, self.totals[index], feeds, grad

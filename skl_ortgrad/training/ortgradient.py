@@ -89,6 +89,33 @@ def ort_device(device: str) -> OrtDevice:
     return OrtDevice(kind_id, OrtDevice.default_memory(), index)
 
 
+def _node_inputs(node: onnx.NodeProto) -> list[str]:
+    """Inputs of ``node``, including the outer names its subgraphs (If, Loop) read."""
+    names = list(node.input)
+    for attribute in node.attribute:
+        graphs = list(attribute.graphs) + ([attribute.g] if attribute.HasField("g") else [])
+        for sub in graphs:
+            for inner in sub.node:
+                names.extend(_node_inputs(inner))
+    return names
+
+
+def _unreachable(graph: onnx.GraphProto, weights: list[str], outputs: list[str]) -> list[str]:
+    """The weights from which no chain of nodes leads to one of ``outputs``."""
+    producer = {name: node for node in graph.node for name in node.output}
+    needed, stack, seen = set(outputs), list(outputs), set()
+    while stack:
+        node = producer.get(stack.pop())
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for name in _node_inputs(node):
+            if name not in needed:
+                needed.add(name)
+                stack.append(name)
+    return [name for name in weights if name not in needed]
+
+
 class OrtGradientForwardBackwardFunction:
     """One forward/backward computation through onnxruntime-training.
 
@@ -414,6 +441,15 @@ class OrtGradientForwardBackward:
         input_names = list(self.input_names or graph_inputs)
         output_names = list(self.output_names or [out.name for out in graph.output])
 
+        unreachable = _unreachable(graph, weights, output_names)
+        if unreachable:
+            # onnxruntime would fail with an unreadable RuntimeError (or, for a weight
+            # feeding nothing, drop it), never with a gradient for it.
+            raise ValueError(
+                f"Weights {unreachable} do not reach the outputs {output_names}: no node "
+                "path leads from them to an output, so they have no gradient. Remove them "
+                "from weights_to_train or fix the graph."
+            )
         config = self.graph_builder_config or OrtModuleGraphBuilderConfiguration()
         config.initializer_names = weights
         config.initializer_names_to_train = weights
@@ -427,9 +463,23 @@ class OrtGradientForwardBackward:
         graph_info = builder.get_graph_info()
 
         providers, device = self._providers()
-        options = self._session_options()
+        options = grad_options = self._session_options()
+        types = {init.name: init.data_type for init in graph.initializer}
+        if any(types[name] == onnx.TensorProto.DOUBLE for name in weights):
+            from skl_ortgrad.utils.gradient_rewrite import (
+                rewrite_gradient_graph,
+                unoptimized_session_options,
+            )
+
+            # onnxruntime-training 1.19 has no double kernel for FusedMatMul, ReluGrad,
+            # SoftmaxGrad_13...: rewrite them into standard operators, and keep the
+            # optimizers from fusing them back. float32 keeps the optimized graph.
+            self.gradient_model_ = rewrite_gradient_graph(
+                onnx.load_from_string(self.gradient_model_)
+            ).SerializeToString()
+            grad_options = unoptimized_session_options(options)
         sess = InferenceSession(
-            self.gradient_model_, options, providers=providers,
+            self.gradient_model_, grad_options, providers=providers,
             provider_options=self.provider_options,
         )
         feeds = sess.get_inputs()

@@ -38,7 +38,12 @@ from onnx import helper, numpy_helper
 from skl_ortgrad.training.base_learning import BaseLearningObject
 from skl_ortgrad.utils.onnx_model import OPSET, make_model, onnx_dtype
 
-__all__ = ["BaseLearningRate", "LearningRateSGD", "LearningRateSGDNesterov"]
+__all__ = [
+    "BaseLearningRate",
+    "LearningRateAdam",
+    "LearningRateSGD",
+    "LearningRateSGDNesterov",
+]
 
 _SCHEDULES = ("constant", "invscaling", "optimal")
 # Oldest opset whose Add/Sub/Mul broadcast numpy-style and whose kernels exist in
@@ -449,3 +454,284 @@ for _schedule in _SCHEDULES:
 del _schedule
 BaseLearningRate.register_alias(("SGDNesterov", "nesterov"), LearningRateSGDNesterov)
 BaseLearningRate.register_alias("momentum", LearningRateSGDNesterov, nesterov=False)
+
+
+class LearningRateAdam(BaseLearningRate):
+    r"""Adam: adaptive moment estimation (Kingma & Ba, 2015).
+
+    The step size is constant, :math:`\eta_t = \eta_0`; Adam adapts it per weight
+    coordinate from running estimates of the first and second moments of the gradient.
+    For every weight :math:`w` with gradient :math:`g` of the mini-batch's mean loss,
+    first moment :math:`m` and second moment :math:`v` (both zero at start), the
+    :math:`k`-th update (:math:`k = 1, 2, \dots` counts updates, not samples) is
+
+    .. math::
+
+        m &\leftarrow \beta_1 m + (1 - \beta_1)\, g \\
+        v &\leftarrow \beta_2 v + (1 - \beta_2)\, g^2 \\
+        \eta'_k &= \eta\, \frac{\sqrt{1 - \beta_2^k}}{1 - \beta_1^k} \\
+        w &\leftarrow w - \eta'_k\, \frac{m}{\sqrt{v} + \epsilon}
+
+    which is the efficient form of the bias-corrected update of the paper (Section 2,
+    last paragraph before 2.1) and exactly what scikit-learn's MLP ``AdamOptimizer``
+    computes, operation for operation: both agree to the last bit in float64.
+
+    Parameters
+    ----------
+    eta0 : float, default=0.001
+        :math:`\eta`, the step size (> 0), returned by :meth:`eta` at every step.
+    beta1 : float, default=0.9
+        :math:`\beta_1`, decay rate of the first moment estimate, in :math:`[0, 1)`.
+    beta2 : float, default=0.999
+        :math:`\beta_2`, decay rate of the second moment estimate, in :math:`[0, 1)`.
+    epsilon : float, default=1e-8
+        :math:`\epsilon`, added to :math:`\sqrt{v}` for numerical stability (> 0).
+
+    Notes
+    -----
+    The state built by :meth:`init_state` for :math:`n` weights is the list
+    ``[m_0, ..., m_{n-1}, v_0, ..., v_{n-1}, k]``: the moments have the shape and dtype
+    of their weight, ``k`` is a 0-d ``int64`` array holding the number of updates done so
+    far (one counter for all weights, they are updated together). Every entry is a numpy
+    array updated in place, so the optimizer's ``get_state``/``set_state`` copy and
+    restore it like any other state.
+
+    Parameters are validated when the object is used (:meth:`eta`, :meth:`init_state`,
+    :meth:`build_onnx_function`), not in ``__init__``, following scikit-learn's
+    convention.
+
+    References
+    ----------
+    D. P. Kingma, J. Ba, "Adam: A Method for Stochastic Optimization", ICLR 2015,
+    arXiv:1412.6980.
+    scikit-learn, ``sklearn.neural_network._stochastic_optimizers.AdamOptimizer``.
+    """
+
+    def __init__(
+        self,
+        eta0: float = 0.001,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-8,
+    ) -> None:
+        self.eta0 = eta0
+        self.beta1 = beta1
+        self.beta2 = beta2
+        self.epsilon = epsilon
+
+    # ------------------------------------------------------------------ checks
+    def _check_params(self) -> None:
+        if not _positive(self.eta0):
+            raise ValueError(f"eta0 must be a finite number > 0, got {self.eta0!r}.")
+        for name in ("beta1", "beta2"):
+            value = getattr(self, name)
+            if not _finite(value) or not 0 <= value < 1:
+                raise ValueError(f"{name} must be a number in [0, 1), got {value!r}.")
+        if not _positive(self.epsilon):
+            raise ValueError(f"epsilon must be a finite number > 0, got {self.epsilon!r}.")
+
+    # ------------------------------------------------------------------ schedule
+    def eta(self, t: int) -> float:
+        """Return ``eta0`` whatever ``t``: Adam adapts the step per weight itself.
+
+        Parameters
+        ----------
+        t : int
+            Samples seen before this update plus one (``t >= 1``); checked, unused.
+
+        Returns
+        -------
+        float
+            :math:`\\eta_0`.
+        """
+        self._check_params()
+        if t < 1:
+            raise ValueError(f"t counts samples seen plus one and starts at 1, got {t!r}.")
+        return float(self.eta0)
+
+    # ------------------------------------------------------------------ update
+    def init_state(self, weights: list[np.ndarray]) -> list[np.ndarray]:
+        """Return ``[m_0..m_{n-1}, v_0..v_{n-1}, k]``: zero moments, a 0-d int64 counter.
+
+        Parameters
+        ----------
+        weights : list of numpy arrays
+            The weights to train; each moment has its weight's shape and dtype.
+
+        Returns
+        -------
+        list of numpy arrays
+            ``2 n + 1`` arrays, see the class notes.
+        """
+        self._check_params()
+        moments = [np.zeros_like(w, order="C") for w in weights]
+        moments += [np.zeros_like(w, order="C") for w in weights]
+        return [*moments, np.zeros((), dtype=np.int64)]
+
+    def _check_state(self, weights: list[np.ndarray], state: list[np.ndarray]) -> None:
+        n = len(weights)
+        if len(state) != 2 * n + 1:
+            raise ValueError(
+                f"Adam needs 2 * {n} + 1 = {2 * n + 1} state arrays for {n} weights, got "
+                f"{len(state)}; build the state with init_state(weights)."
+            )
+        for i, w in enumerate(weights):
+            for kind, moment in (("first", state[i]), ("second", state[n + i])):
+                if moment.shape != w.shape:
+                    raise ValueError(
+                        f"Weight {i} has shape {w.shape} but its {kind} moment "
+                        f"{moment.shape}; build the state with init_state(weights)."
+                    )
+        counter = state[-1]
+        if not isinstance(counter, np.ndarray) or counter.shape != ():
+            raise ValueError("The last state entry must be the 0-d array counting updates.")
+
+    def update_weights(
+        self,
+        weights: list[np.ndarray],
+        gradients: list[np.ndarray],
+        state: list[np.ndarray],
+        eta: float,
+    ) -> None:
+        r"""Apply one Adam update to weights, moments and counter, all in place.
+
+        Parameters
+        ----------
+        weights : list of numpy arrays
+            Modified in place (onnxruntime may hold their buffers).
+        gradients : list of numpy arrays
+            Gradients of the mini-batch's mean loss, same shapes as ``weights``.
+        state : list of numpy arrays
+            ``[m_0..m_{n-1}, v_0..v_{n-1}, k]`` from :meth:`init_state`, modified in
+            place: :math:`k \leftarrow k + 1`, then the moments, then the weights.
+        eta : float
+            Step size :math:`\eta` of this update, usually ``self.eta(t)``.
+        """
+        _check_lists(weights, gradients)
+        self._check_state(weights, state)
+        n = len(weights)
+        counter = state[-1]
+        np.add(counter, 1, out=counter)
+        k = int(counter)
+        beta1, beta2 = float(self.beta1), float(self.beta2)
+        eps = float(self.epsilon)
+        # Same expression, hence the same rounding, as scikit-learn's AdamOptimizer.
+        lr = float(eta) * math.sqrt(1.0 - beta2**k) / (1.0 - beta1**k)
+        for w, g, m, v in zip(weights, gradients, state[:n], state[n : 2 * n], strict=True):
+            # Two scratch arrays per weight; every state array and weight keeps its buffer.
+            scratch = np.multiply(g, 1.0 - beta1)
+            np.multiply(m, beta1, out=m)
+            np.add(m, scratch, out=m)
+            np.square(g, out=scratch)
+            np.multiply(scratch, 1.0 - beta2, out=scratch)
+            np.multiply(v, beta2, out=v)
+            np.add(v, scratch, out=v)
+            denominator = np.sqrt(v)
+            np.add(denominator, eps, out=denominator)
+            np.multiply(m, -lr, out=scratch)
+            np.divide(scratch, denominator, out=scratch)
+            np.add(w, scratch, out=w)
+
+    def build_onnx_function(
+        self, opset: int, device: str, n_tensors: int, dtype: type | np.dtype = np.float32
+    ) -> onnx.ModelProto:
+        r"""Return the Adam update as an ONNX graph.
+
+        Parameters
+        ----------
+        opset : int
+            Version of the main ONNX domain (13 to 21).
+        device : str
+            Device the graph runs on; the graph only uses standard operators and is the
+            same for every device.
+        n_tensors : int
+            Number of weights.
+        dtype : numpy dtype, default=np.float32
+            Element type of weights, gradients, moments and ``eta``.
+
+        Returns
+        -------
+        onnx.ModelProto
+            Inputs ``w0..w{n-1}``, ``g0..g{n-1}``, ``m0..m{n-1}``, ``v0..v{n-1}``, ``k``
+            and ``eta``; outputs ``new_w0..new_w{n-1}``, ``new_m0..new_m{n-1}``,
+            ``new_v0..new_v{n-1}``:
+
+            .. math::
+
+                m' = \beta_1 m + (1 - \beta_1) g, \quad
+                v' = \beta_2 v + (1 - \beta_2) g^2, \quad
+                w' = w - \eta \frac{\sqrt{1 - \beta_2^k}}{1 - \beta_1^k}
+                \frac{m'}{\sqrt{v'} + \epsilon}.
+
+            ``k`` is a 0-d ``int64`` tensor, the 1-based index of this update (the state
+            counter *after* its increment: ``int(state[-1]) + 1`` before the numpy
+            :meth:`update_weights` would run); the caller increments it.
+            ``eta`` is a 0-d tensor of ``dtype``. The bias correction
+            :math:`\sqrt{1 - \beta_2^k} / (1 - \beta_1^k)` is computed in double
+            precision then cast to ``dtype``, as numpy does with Python floats; the
+            constants :math:`\beta_1, \beta_2, 1 - \beta_1, 1 - \beta_2, \epsilon` are
+            initializers.
+        """
+        self._check_params()
+        _check_opset(opset)
+        _check_n_tensors(n_tensors)
+        elem = onnx_dtype(dtype)
+        beta1, beta2 = float(self.beta1), float(self.beta2)
+        constants = {
+            "beta1": beta1,
+            "beta2": beta2,
+            "one_minus_beta1": 1.0 - beta1,
+            "one_minus_beta2": 1.0 - beta2,
+            "epsilon": float(self.epsilon),
+        }
+        initializers = [
+            numpy_helper.from_array(np.array(value, dtype=dtype), name=name)
+            for name, value in constants.items()
+        ]
+        initializers += [
+            numpy_helper.from_array(np.array(value, dtype=np.float64), name=name)
+            for name, value in (("beta1_d", beta1), ("beta2_d", beta2), ("one_d", 1.0))
+        ]
+        inputs, outputs = [], []
+        for prefix in ("w", "g", "m", "v"):
+            for i in range(n_tensors):
+                inputs.append(helper.make_tensor_value_info(f"{prefix}{i}", elem, None))
+        inputs.append(helper.make_tensor_value_info("k", onnx.TensorProto.INT64, []))
+        inputs.append(helper.make_tensor_value_info("eta", elem, []))
+        double = onnx.TensorProto.DOUBLE
+        nodes = [
+            # lr = eta * sqrt(1 - beta2^k) / (1 - beta1^k), in double.
+            helper.make_node("Cast", ["k"], ["k_d"], to=double),
+            helper.make_node("Cast", ["eta"], ["eta_d"], to=double),
+            helper.make_node("Pow", ["beta1_d", "k_d"], ["beta1_k"]),
+            helper.make_node("Pow", ["beta2_d", "k_d"], ["beta2_k"]),
+            helper.make_node("Sub", ["one_d", "beta1_k"], ["bias1"]),
+            helper.make_node("Sub", ["one_d", "beta2_k"], ["bias2"]),
+            helper.make_node("Sqrt", ["bias2"], ["sqrt_bias2"]),
+            helper.make_node("Mul", ["eta_d", "sqrt_bias2"], ["lr_num"]),
+            helper.make_node("Div", ["lr_num", "bias1"], ["lr_d"]),
+            helper.make_node("Cast", ["lr_d"], ["lr"], to=elem),
+        ]
+        for i in range(n_tensors):
+            nodes += [
+                helper.make_node("Mul", ["beta1", f"m{i}"], [f"b1m{i}"]),
+                helper.make_node("Mul", ["one_minus_beta1", f"g{i}"], [f"b1g{i}"]),
+                helper.make_node("Add", [f"b1m{i}", f"b1g{i}"], [f"new_m{i}"]),
+                helper.make_node("Mul", [f"g{i}", f"g{i}"], [f"g2_{i}"]),
+                helper.make_node("Mul", ["beta2", f"v{i}"], [f"b2v{i}"]),
+                helper.make_node("Mul", ["one_minus_beta2", f"g2_{i}"], [f"b2g{i}"]),
+                helper.make_node("Add", [f"b2v{i}", f"b2g{i}"], [f"new_v{i}"]),
+                helper.make_node("Sqrt", [f"new_v{i}"], [f"sqrt_v{i}"]),
+                helper.make_node("Add", [f"sqrt_v{i}", "epsilon"], [f"den{i}"]),
+                helper.make_node("Mul", ["lr", f"new_m{i}"], [f"num{i}"]),
+                helper.make_node("Div", [f"num{i}", f"den{i}"], [f"step{i}"]),
+                helper.make_node("Sub", [f"w{i}", f"step{i}"], [f"new_w{i}"]),
+            ]
+        for prefix in ("new_w", "new_m", "new_v"):
+            for i in range(n_tensors):
+                outputs.append(helper.make_tensor_value_info(f"{prefix}{i}", elem, None))
+        graph = helper.make_graph(nodes, "adam_update", inputs, outputs, initializer=initializers)
+        return make_model(graph, opset=opset)
+
+
+BaseLearningRate.register_alias(("adam", "Adam"), LearningRateAdam)

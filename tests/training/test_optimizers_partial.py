@@ -79,25 +79,35 @@ def test_sample_weights_weight_the_loss(linear_onnx, regression_data):
     coef, intercept = opt.weights_
     residual = X @ coef.ravel() + intercept - y
     weights = np.random.RandomState(0).rand(X.shape[0]).astype(np.float32)
-    expected = float(np.sum(weights * 0.5 * residual**2) / X.shape[0])
+    expected = float(np.sum(weights * 0.5 * residual**2) / np.sum(weights))
     assert opt.losses(X, y, weights) == pytest.approx(expected, rel=1e-4)
     assert opt.losses(X, y) == pytest.approx(float(np.mean(0.5 * residual**2)), rel=1e-4)
     assert opt.score(X, y) == pytest.approx(-opt.losses(X, y))
 
 
-def test_weighted_fit_doubles_the_step(linear_onnx, regression_data):
-    """Weights of 2 give the same updates as twice the learning rate."""
+def test_uniform_weights_change_nothing(linear_onnx, regression_data):
+    """The batch loss is a weighted mean: a constant weight does not scale the step."""
     X, y = regression_data
-    common = dict(max_iter=3, batch_size=16, shuffle=False)
-    rate = "constant"
-    weighted = OrtGradientForwardBackwardOptimizer(
-        linear_onnx, learning_rate=LearningRateSGD(eta0=0.01, learning_rate=rate), **common)
+    common = dict(max_iter=3, batch_size=16, shuffle=False,
+                  learning_rate=LearningRateSGD(eta0=0.01, learning_rate="constant"))
+    weighted = OrtGradientForwardBackwardOptimizer(linear_onnx, **common)
     weighted.fit(X, y, sample_weight=np.full(X.shape[0], 2.0))
-    doubled = OrtGradientForwardBackwardOptimizer(
-        linear_onnx, learning_rate=LearningRateSGD(eta0=0.02, learning_rate=rate), **common)
-    doubled.fit(X, y)
-    for a, b in zip(weighted.weights_, doubled.weights_, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    plain = OrtGradientForwardBackwardOptimizer(linear_onnx, **common).fit(X, y)
+    for a, b in zip(weighted.weights_, plain.weights_, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_integer_weights_equal_repeated_rows(linear_onnx, regression_data):
+    X, y = regression_data
+    counts = np.random.RandomState(0).randint(0, 3, X.shape[0])
+    common = dict(max_iter=5, shuffle=False,
+                  learning_rate=LearningRateSGD(eta0=0.05, learning_rate="constant"))
+    weighted = OrtGradientForwardBackwardOptimizer(linear_onnx, batch_size=X.shape[0], **common)
+    weighted.fit(X, y, sample_weight=counts)
+    repeated = OrtGradientForwardBackwardOptimizer(linear_onnx, batch_size=counts.sum(), **common)
+    repeated.fit(np.repeat(X, counts, axis=0), np.repeat(y, counts))
+    for a, b in zip(weighted.weights_, repeated.weights_, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 def test_trained_onnx_predicts_with_trained_weights(linear_onnx, regression_data):

@@ -16,6 +16,7 @@ from sklearn.neural_network._stochastic_optimizers import SGDOptimizer
 from skl_ortgrad.training.base_learning import BaseLearningObject
 from skl_ortgrad.training.sgd_learning_rate import (
     BaseLearningRate,
+    LearningRateAdam,
     LearningRateSGD,
     LearningRateSGDNesterov,
 )
@@ -324,6 +325,8 @@ ALIASES = {
     "SGDNesterov": (LearningRateSGDNesterov, {}),
     "nesterov": (LearningRateSGDNesterov, {}),
     "momentum": (LearningRateSGDNesterov, {"nesterov": False}),
+    "adam": (LearningRateAdam, {}),
+    "Adam": (LearningRateAdam, {}),
 }
 
 
@@ -350,8 +353,8 @@ def test_select_other_values():
 
 
 def test_select_errors():
-    with pytest.raises(ValueError, match="Unknown learning rate 'adam'") as info:
-        BaseLearningRate.select("adam")
+    with pytest.raises(ValueError, match="Unknown learning rate 'adagrad'") as info:
+        BaseLearningRate.select("adagrad")
     for alias in ALIASES:
         assert repr(alias) in str(info.value)
     for bad in ([0.1], True, {"eta0": 0.1}, LearningRateSGD):

@@ -1,0 +1,329 @@
+"""Make the gradient graphs of onnxruntime-training 1.19 run in float64.
+
+``OrtModuleGraphBuilder`` writes the backward pass with operators of the
+``com.microsoft`` domain. Some of them only have float (and float16) kernels in the CPU
+build of onnxruntime-training 1.19.2, so a float64 gradient graph fails when the
+inference session is created (``NOT_IMPLEMENTED: Could not find an implementation for
+FusedMatMul(1)``). Measured on 1.19.2, CPU, by creating a session on one node in double:
+
+* no double kernel: ``FusedMatMul``, ``ReluGrad``, ``SoftmaxGrad_13``,
+  ``LogSoftmaxGrad_13`` (and ``LogSoftmaxGrad``, ``LeakyReluGrad``, ``GeluGrad``...,
+  which scikit-learn graphs at opset 21 do not produce);
+* a double kernel that fails when it runs: ``SplitTraining`` (the gradient of ``Concat``,
+  in every binary classifier's graph: "Split operator does not support double yet");
+* a working double kernel: ``SigmoidGrad``, ``TanhGrad``, ``SoftmaxGrad``,
+  ``ConcatTraining`` (the builder's replacement of ``Concat``), ``BroadcastGradientArgs``,
+  ``YieldOp``.
+
+:func:`rewrite_gradient_graph` replaces every node of the first list that it knows by
+standard ONNX operators computing the same values; everything else, ``YieldOp``
+included, is kept as is. The session running the result must be created with graph
+optimizations disabled, otherwise onnxruntime fuses ``Transpose`` + ``MatMul`` back
+into ``FusedMatMul``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
+from onnxruntime import GraphOptimizationLevel, SessionOptions
+
+from skl_ortgrad.utils.onnx_model import graph_names, make_model, unique_name
+
+MS_DOMAIN = "com.microsoft"
+
+
+class _Context:
+    """What a rewriter needs to know about the graph: ranks, opset, free names.
+
+    Parameters
+    ----------
+    graph : GraphProto
+        The gradient graph.
+    opset : int
+        Version of the main ONNX domain (decides how ``ReduceSum`` receives its axes).
+    """
+
+    def __init__(self, graph: GraphProto, opset: int) -> None:
+        self.opset = opset
+        self.taken = graph_names(graph)
+        self.initializers: list[TensorProto] = []
+        self.ranks: dict[str, int] = {}
+        for info in (*graph.input, *graph.output, *graph.value_info):
+            tensor = info.type.tensor_type
+            if tensor.HasField("shape"):
+                self.ranks[info.name] = len(tensor.shape.dim)
+        for init in graph.initializer:
+            self.ranks[init.name] = len(init.dims)
+
+    def rank(self, name: str) -> int | None:
+        """Rank of result ``name`` if the graph says it, else None.
+
+        onnxruntime names the gradient of ``x`` ``x_grad`` and it has the shape of ``x``,
+        so a gradient without a declared type takes the rank of the tensor it derives.
+        """
+        while name not in self.ranks and name.endswith("_grad"):
+            name = name[: -len("_grad")]
+        return self.ranks.get(name)
+
+    def name(self, base: str) -> str:
+        """A fresh result or node name starting with ``base``."""
+        return unique_name(base, self.taken)
+
+    def constant(self, base: str, value: np.ndarray) -> str:
+        """Add ``value`` as an initializer and return its name."""
+        name = self.name(base)
+        self.initializers.append(numpy_helper.from_array(value, name))
+        return name
+
+
+def _base(node: NodeProto) -> str:
+    return node.name or node.output[0]
+
+
+def _attributes(node: NodeProto) -> dict[str, object]:
+    return {att.name: helper.get_attribute_value(att) for att in node.attribute}
+
+
+def _reduce_sum(ctx: _Context, data: str, axis: int, output: str, base: str) -> NodeProto:
+    """``ReduceSum(data, axes=[axis], keepdims=1)`` in the form the opset expects."""
+    name = ctx.name(f"{base}/ReduceSum")
+    if ctx.opset >= 13:
+        axes = ctx.constant(f"{base}/axes", np.array([axis], dtype=np.int64))
+        return helper.make_node("ReduceSum", [data, axes], [output], name=name, keepdims=1)
+    return helper.make_node("ReduceSum", [data], [output], name=name, axes=[axis], keepdims=1)
+
+
+def _fused_matmul(node: NodeProto, ctx: _Context) -> list[NodeProto]:
+    """``FusedMatMul(A, B) = alpha * op(A) @ op(B)``, ``op`` a transposition of the last
+    two dimensions when ``transA`` / ``transB`` is set.
+
+    Both ranks known to be 2 (every scikit-learn MLP): one ``Gemm``, which has the same
+    ``transA``, ``transB`` and ``alpha`` attributes and a double kernel. Otherwise an
+    ``Einsum`` whose ellipsis keeps the batch dimensions and broadcasts them like
+    ``MatMul``, followed by a ``Mul`` by alpha when alpha is not 1.
+    """
+    atts = _attributes(node)
+    if atts.get("transBatchA", 0) or atts.get("transBatchB", 0):
+        raise NotImplementedError(
+            f"FusedMatMul node {node.name!r} sets transBatchA/transBatchB: no rewrite."
+        )
+    trans_a, trans_b = int(atts.get("transA", 0)), int(atts.get("transB", 0))
+    alpha = float(atts.get("alpha", 1.0))
+    a, b = node.input[0], node.input[1]
+    base = _base(node)
+    ranks = (ctx.rank(a), ctx.rank(b))
+    if ranks == (2, 2):
+        return [
+            helper.make_node(
+                "Gemm", [a, b], [node.output[0]], name=ctx.name(f"{base}/Gemm"),
+                transA=trans_a, transB=trans_b, alpha=alpha,
+            )
+        ]
+    if 1 in ranks or 0 in ranks:
+        # MatMul's vector rules (a 1-D operand gains and loses a dimension) have no
+        # transposition to apply; the builder does not emit such a FusedMatMul.
+        raise NotImplementedError(
+            f"FusedMatMul node {node.name!r} has an operand of rank {ranks}: no rewrite."
+        )
+    equation = "...{},...{}->...ik".format("ji" if trans_a else "ij", "kj" if trans_b else "jk")
+    if alpha == 1.0:
+        return [
+            helper.make_node(
+                "Einsum", [a, b], [node.output[0]], name=ctx.name(f"{base}/Einsum"),
+                equation=equation,
+            )
+        ]
+    raise NotImplementedError(
+        f"FusedMatMul node {node.name!r} has alpha={alpha} and operands of unknown rank: "
+        "the element type of the scale is unknown."
+    )
+
+
+def _relu_grad(node: NodeProto, ctx: _Context) -> list[NodeProto]:
+    """``ReluGrad(dY, X) = dY if X > 0 else 0``.
+
+    ``Sign(Relu(X))`` is 1 where X > 0 and 0 elsewhere, in the type of X: no constant
+    of a given element type and no Cast are needed.
+    """
+    d_y, x = node.input[0], node.input[1]
+    base = _base(node)
+    relu, mask = ctx.name(f"{base}/relu"), ctx.name(f"{base}/mask")
+    return [
+        helper.make_node("Relu", [x], [relu], name=ctx.name(f"{base}/Relu")),
+        helper.make_node("Sign", [relu], [mask], name=ctx.name(f"{base}/Sign")),
+        helper.make_node("Mul", [d_y, mask], [node.output[0]], name=ctx.name(f"{base}/Mul")),
+    ]
+
+
+def _softmax_grad_13(node: NodeProto, ctx: _Context) -> list[NodeProto]:
+    """``SoftmaxGrad_13(dY, Y) = Y * (dY - sum(dY * Y, axis))``, Y the softmax output.
+
+    The Jacobian of :math:`y = \\mathrm{softmax}(x)` is :math:`\\mathrm{diag}(y) - y y^T`
+    along ``axis`` (opset 13 semantics: one axis, default -1).
+    """
+    d_y, y = node.input[0], node.input[1]
+    axis = int(_attributes(node).get("axis", -1))
+    base = _base(node)
+    prod, total, diff = (ctx.name(f"{base}/{n}") for n in ("prod", "sum", "diff"))
+    return [
+        helper.make_node("Mul", [d_y, y], [prod], name=ctx.name(f"{base}/Mul")),
+        _reduce_sum(ctx, prod, axis, total, base),
+        helper.make_node("Sub", [d_y, total], [diff], name=ctx.name(f"{base}/Sub")),
+        helper.make_node("Mul", [y, diff], [node.output[0]], name=ctx.name(f"{base}/Mul")),
+    ]
+
+
+def _log_softmax_grad_13(node: NodeProto, ctx: _Context) -> list[NodeProto]:
+    """``LogSoftmaxGrad_13(dY, Y) = dY - exp(Y) * sum(dY, axis)``, Y the log-softmax output.
+
+    The Jacobian of :math:`y = \\log\\mathrm{softmax}(x)` is :math:`I - 1\\,
+    \\mathrm{softmax}(x)^T` along ``axis`` and :math:`\\mathrm{softmax}(x) = e^y`.
+    """
+    d_y, y = node.input[0], node.input[1]
+    axis = int(_attributes(node).get("axis", -1))
+    base = _base(node)
+    total, prob, scaled = (ctx.name(f"{base}/{n}") for n in ("sum", "prob", "scaled"))
+    return [
+        _reduce_sum(ctx, d_y, axis, total, base),
+        helper.make_node("Exp", [y], [prob], name=ctx.name(f"{base}/Exp")),
+        helper.make_node("Mul", [prob, total], [scaled], name=ctx.name(f"{base}/Mul")),
+        helper.make_node("Sub", [d_y, scaled], [node.output[0]], name=ctx.name(f"{base}/Sub")),
+    ]
+
+
+def _split_training(node: NodeProto, ctx: _Context) -> list[NodeProto]:
+    """``SplitTraining(X, split)``, the gradient of ``Concat``, is ONNX ``Split``.
+
+    It has a double kernel that fails when it runs ("Split operator does not support
+    double yet"). Since opset 13 the lengths are an input of ``Split`` too; without them
+    the outputs are equal parts, which opset 18 asks to count in ``num_outputs``.
+    """
+    if ctx.opset < 13:
+        raise NotImplementedError(
+            f"SplitTraining node {node.name!r}: Split takes its lengths as an input only "
+            f"from opset 13, the graph has opset {ctx.opset}."
+        )
+    atts: dict[str, object] = {"axis": int(_attributes(node).get("axis", 0))}
+    inputs = [name for name in node.input if name]
+    if len(inputs) == 1 and ctx.opset >= 18:
+        atts["num_outputs"] = len(node.output)
+    return [
+        helper.make_node(
+            "Split", inputs, list(node.output), name=ctx.name(f"{_base(node)}/Split"), **atts
+        )
+    ]
+
+
+Rewriter = Callable[[NodeProto, _Context], list[NodeProto]]
+
+#: (domain, op_type) -> function returning the standard nodes that replace the node.
+#: Only operators without a working double kernel in onnxruntime-training 1.19.2 (CPU)
+#: are listed: those with one (SigmoidGrad, TanhGrad, SoftmaxGrad...) stay as they are.
+GRADIENT_REWRITES: dict[tuple[str, str], Rewriter] = {
+    (MS_DOMAIN, "FusedMatMul"): _fused_matmul,
+    (MS_DOMAIN, "ReluGrad"): _relu_grad,
+    (MS_DOMAIN, "SoftmaxGrad_13"): _softmax_grad_13,
+    (MS_DOMAIN, "LogSoftmaxGrad_13"): _log_softmax_grad_13,
+    (MS_DOMAIN, "SplitTraining"): _split_training,
+}
+
+
+def needs_gradient_rewrite(model: ModelProto) -> bool:
+    """True if ``model`` has a node that :func:`rewrite_gradient_graph` replaces."""
+    return any((node.domain, node.op_type) in GRADIENT_REWRITES for node in model.graph.node)
+
+
+def rewrite_gradient_graph(model: ModelProto) -> ModelProto:
+    """Replace the gradient operators without a float64 kernel by standard operators.
+
+    =================================  ==================================================
+    node                               replacement
+    =================================  ==================================================
+    ``FusedMatMul(A, B)``              ``Gemm(A, B, transA, transB, alpha)`` (rank 2),
+                                       else ``Einsum('...ij,...jk->...ik')``
+    ``ReluGrad(dY, X)``                ``dY * Sign(Relu(X))``
+    ``SoftmaxGrad_13(dY, Y)``          ``Y * (dY - ReduceSum(dY * Y, axis))``
+    ``LogSoftmaxGrad_13(dY, Y)``       ``dY - Exp(Y) * ReduceSum(dY, axis)``
+    ``SplitTraining(X, split)``        ``Split(X, split, axis)``
+    =================================  ==================================================
+
+    Every other node (``YieldOp``, the forward part, the operators with a double kernel)
+    is kept, in the same order; the replacements take the replaced node's place, so the
+    node list stays topologically sorted.
+
+    Parameters
+    ----------
+    model : ModelProto
+        A gradient graph, ``OrtModuleGraphBuilder.get_gradient_model()``.
+
+    Returns
+    -------
+    ModelProto
+        A new model (IR <= 10) with the same inputs, outputs, opset imports and values;
+        a plain copy when no node needs a rewrite.
+
+    Raises
+    ------
+    NotImplementedError
+        For a ``FusedMatMul`` this rewrite cannot express (``transBatchA``/``transBatchB``,
+        1-D operands, or alpha != 1 on operands of unknown rank), or a ``SplitTraining``
+        in a graph of opset < 13.
+    """
+    if not needs_gradient_rewrite(model):
+        copy = ModelProto()
+        copy.CopyFrom(model)
+        return copy
+    graph = model.graph
+    opset = next((op.version for op in model.opset_import if op.domain in ("", "ai.onnx")), 1)
+    ctx = _Context(graph, opset)
+    nodes: list[NodeProto] = []
+    for node in graph.node:
+        rewriter = GRADIENT_REWRITES.get((node.domain, node.op_type))
+        nodes.extend([node] if rewriter is None else rewriter(node, ctx))
+    new_graph = helper.make_graph(
+        nodes,
+        graph.name,
+        list(graph.input),
+        list(graph.output),
+        [*graph.initializer, *ctx.initializers],
+        value_info=list(graph.value_info),
+        doc_string=graph.doc_string,
+    )
+    domains = [
+        (op.domain, op.version) for op in model.opset_import if op.domain not in ("", "ai.onnx")
+    ]
+    result = make_model(new_graph, opset=opset, domains=domains)
+    result.producer_name = model.producer_name
+    result.producer_version = model.producer_version
+    result.doc_string = model.doc_string
+    return result
+
+
+# Public SessionOptions properties that can be read back; config entries, custom op
+# libraries, added initializers and free-dimension overrides cannot and are not copied.
+_SESSION_PROPERTIES = (
+    "enable_cpu_mem_arena", "enable_mem_pattern", "enable_mem_reuse", "enable_profiling",
+    "execution_mode", "execution_order", "inter_op_num_threads", "intra_op_num_threads",
+    "log_severity_level", "log_verbosity_level", "logid", "profile_file_prefix",
+    "use_deterministic_compute",
+)
+
+
+def unoptimized_session_options(options: SessionOptions | None = None) -> SessionOptions:
+    """A copy of ``options`` with graph optimizations disabled.
+
+    A rewritten float64 gradient graph must run as written: onnxruntime's optimizers
+    would fuse ``Transpose`` + ``MatMul`` back into ``FusedMatMul``, which has no double
+    kernel. ``SessionOptions`` neither pickles nor copies, so the readable properties are
+    copied one by one (session config entries and custom op libraries are not readable
+    and are lost); the caller's object is left untouched.
+    """
+    result = SessionOptions()
+    if options is not None:
+        for name in _SESSION_PROPERTIES:
+            setattr(result, name, getattr(options, name))
+    result.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
+    return result

@@ -1,0 +1,134 @@
+"""MLP estimators: step-for-step equivalence with scikit-learn, quality, export."""
+
+import warnings
+
+import numpy as np
+import pytest
+from onnxruntime import InferenceSession
+from sklearn.datasets import load_breast_cancer, load_digits, load_iris, make_friedman1
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import train_test_split
+from sklearn.neural_network import MLPClassifier, MLPRegressor
+from sklearn.preprocessing import StandardScaler
+
+from skl_ortgrad import LearningRateAdam, LearningRateSGD, OnnxMLPClassifier, OnnxMLPRegressor
+
+
+def _sgd_pair(ours_cls, theirs_cls, n, activation, alpha):
+    common = dict(hidden_layer_sizes=(7, 5), activation=activation, alpha=alpha,
+                  batch_size=n, shuffle=False, random_state=0)
+    ours = ours_cls(learning_rate=LearningRateSGD(eta0=0.05, learning_rate="constant"),
+                    **common)
+    theirs = theirs_cls(solver="sgd", momentum=0, learning_rate_init=0.05, **common)
+    return ours, theirs
+
+
+def _steps(ours, theirs, X, y, steps=50, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for _ in range(steps):
+            ours.partial_fit(X, y, **kwargs)
+            theirs.partial_fit(X, y, **kwargs)
+    for got, want in zip(ours.coefs_ + ours.intercepts_,
+                         theirs.coefs_ + theirs.intercepts_, strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh", "logistic", "identity"])
+def test_regressor_step_for_step_like_scikit_learn(activation):
+    X, y = make_friedman1(n_samples=120, random_state=0)
+    y = (y - y.mean()) / y.std()
+    ours, theirs = _sgd_pair(OnnxMLPRegressor, MLPRegressor, len(X), activation, alpha=0.0)
+    _steps(ours, theirs, X, y)
+    assert ours.t_ == 1 + 50 * len(X)
+
+
+@pytest.mark.parametrize("loader", [load_breast_cancer, load_iris])
+def test_classifier_log_loss_step_for_step_like_scikit_learn(loader):
+    X, y = loader(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    ours, theirs = _sgd_pair(OnnxMLPClassifier, MLPClassifier, len(X), "tanh", alpha=0.0)
+    _steps(ours, theirs, X, y, classes=np.unique(y))
+
+
+def test_alpha_is_scikit_learns_l2():
+    """alpha applied as a decay after the step differs from scikit-learn's gradient term
+    by O(eta² alpha / n) per step: close to it, and far from no penalty."""
+    X, y = make_friedman1(n_samples=120, random_state=0)
+    y = (y - y.mean()) / y.std()
+    ours, theirs = _sgd_pair(OnnxMLPRegressor, MLPRegressor, len(X), "tanh", alpha=5.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for _ in range(20):
+            ours.partial_fit(X, y)
+            theirs.partial_fit(X, y)
+    free, _ = _sgd_pair(OnnxMLPRegressor, MLPRegressor, len(X), "tanh", alpha=0.0)
+    for _ in range(20):
+        free.partial_fit(X, y)
+    gap = np.abs(ours.coefs_[0] - theirs.coefs_[0]).max()
+    without_penalty = np.abs(free.coefs_[0] - theirs.coefs_[0]).max()
+    assert gap < 2e-4 and gap < without_penalty / 20, (gap, without_penalty)
+
+
+def test_digits_accuracy():
+    X, y = load_digits(return_X_y=True)
+    X_train, X_test, y_train, y_test = train_test_split(X / 16, y, random_state=0)
+    model = OnnxMLPClassifier(hidden_layer_sizes=(64,), random_state=0).fit(X_train, y_train)
+    assert model.score(X_test, y_test) >= 0.95
+    assert [c.shape for c in model.coefs_] == [(64, 64), (64, 10)]
+    assert (model.n_layers_, model.n_outputs_, model.out_activation_) == (3, 10, "softmax")
+    np.testing.assert_allclose(model.predict_proba(X_test).sum(axis=1), 1, rtol=1e-5)
+
+
+def test_friedman_r2_with_tanh():
+    X, y = make_friedman1(n_samples=3000, random_state=0)
+    X_train, X_test, y_train, y_test = train_test_split(X, (y - y.mean()) / y.std(),
+                                                        random_state=0)
+    model = OnnxMLPRegressor(activation="tanh", random_state=0,
+                             learning_rate=LearningRateAdam(eta0=0.01))
+    assert model.fit(X_train, y_train).score(X_test, y_test) >= 0.9
+    assert model.out_activation_ == "identity" and model.n_outputs_ == 1
+
+
+def test_binary_classifier_and_string_labels_export():
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    labels = np.array(["benign", "malignant"])[y]
+    model = OnnxMLPClassifier(hidden_layer_sizes=(8,), random_state=0)
+    model.fit(X, labels)
+    assert model.score(X, labels) > 0.97
+    assert (model.out_activation_, model.n_outputs_) == ("logistic", 1)
+    proba = model.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(axis=1), 1, rtol=1e-6)
+    session = InferenceSession(model.to_onnx().SerializeToString())
+    label, probabilities = session.run(None, {"X": X.astype(np.float32)})
+    np.testing.assert_array_equal(label, model.predict(X))
+    np.testing.assert_allclose(probabilities, proba, rtol=1e-5, atol=1e-6)
+
+
+def test_multi_output_regression_and_export():
+    X, y = make_friedman1(n_samples=600, random_state=0)
+    y = (y - y.mean()) / y.std()
+    Y = np.c_[y, -2 * y]
+    model = OnnxMLPRegressor(hidden_layer_sizes=(32,), random_state=0,
+                             learning_rate=LearningRateAdam(eta0=0.01)).fit(X, Y)
+    assert model.predict(X).shape == (600, 2) and model.n_outputs_ == 2
+    assert model.score(X, Y) > 0.8
+    session = InferenceSession(model.to_onnx().SerializeToString())
+    got = session.run(None, {"X": X.astype(np.float32)})[0]
+    np.testing.assert_allclose(got, model.predict(X), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="y has 1 columns, the model has 2"):
+        model.partial_fit(X, y)
+
+
+def test_float64_network():
+    X, y = load_iris(return_X_y=True)
+    model = OnnxMLPClassifier(hidden_layer_sizes=(8,), dtype=np.float64, random_state=0,
+                              max_iter=100).fit(StandardScaler().fit_transform(X), y)
+    assert all(w.dtype == np.float64 for w in model.coefs_)
+    assert model.predict_proba(X).dtype == np.float64
+
+
+def test_bad_hidden_layer_sizes():
+    with pytest.raises(ValueError, match="hidden_layer_sizes must be positive"):
+        OnnxMLPRegressor(hidden_layer_sizes=(3, 0)).fit(np.ones((4, 2)), np.ones(4))
