@@ -1,6 +1,8 @@
 """scikit-learn compatible estimators trained by onnxruntime-training."""
 
 from skl_ortgrad.estimators import (
+    OnnxGradientClassifier,
+    OnnxGradientRegressor,
     OnnxMLPClassifier,
     OnnxMLPRegressor,
     OnnxSGDClassifier,
@@ -48,6 +50,8 @@ __all__ = [
     "ModifiedHuberLearningLoss",
     "NegLogLearningLoss",
     "NoLearningPenalty",
+    "OnnxGradientClassifier",
+    "OnnxGradientRegressor",
     "OnnxMLPClassifier",
     "OnnxMLPRegressor",
     "OnnxSGDClassifier",

@@ -1,6 +1,14 @@
 """scikit-learn estimators trained through onnxruntime-training."""
 
+from skl_ortgrad.estimators.gradient import OnnxGradientClassifier, OnnxGradientRegressor
 from skl_ortgrad.estimators.mlp import OnnxMLPClassifier, OnnxMLPRegressor
 from skl_ortgrad.estimators.sgd import OnnxSGDClassifier, OnnxSGDRegressor
 
-__all__ = ["OnnxMLPClassifier", "OnnxMLPRegressor", "OnnxSGDClassifier", "OnnxSGDRegressor"]
+__all__ = [
+    "OnnxGradientClassifier",
+    "OnnxGradientRegressor",
+    "OnnxMLPClassifier",
+    "OnnxMLPRegressor",
+    "OnnxSGDClassifier",
+    "OnnxSGDRegressor",
+]

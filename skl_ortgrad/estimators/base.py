@@ -177,6 +177,10 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         # test scores on diabetes, breast cancer, iris and digits (200 under-trained iris).
         return min(32, n_samples) if self.batch_size == "auto" else int(self.batch_size)
 
+    def _preprocess(self, X: Any) -> Any:
+        """Frozen transformation applied before the trained graph (none by default)."""
+        return X
+
     def _default_rate(self, X: Any) -> BaseLearningRate:
         """The rate used when ``learning_rate`` is None, fixed at the first call on ``X``."""
         return BaseLearningRate.select(self._default_learning_rate)
@@ -249,7 +253,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             y_numeric=False, multi_output=self._multi_output, ensure_min_samples=1,
         )
         dtype = self._dtype()
-        X = X.astype(dtype, copy=False)
+        X = self._preprocess(X).astype(dtype, copy=False)
         targets = self._prepare_targets(y, restart, classes).astype(dtype, copy=False)
         if sample_weight is not None:
             sample_weight = _check_sample_weight(
@@ -312,9 +316,9 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         return X_tr, X_val, t_tr, t_val, w_tr, y_val
 
     def _build_optimizer(self, n_features: int, n_samples: int) -> None:
-        rate, loss, penalty = self._training_objects(self._resolved_batch_size(n_samples))
         template = self._template(n_features, self._dtype())
         self._template_ = template
+        rate, loss, penalty = self._training_objects(self._resolved_batch_size(n_samples))
         train_model = select_model_output(template.model, template.score)
         self.optimizer_ = OrtGradientForwardBackwardOptimizer(
             train_model,
@@ -373,6 +377,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         X = validate_data(
             self, X, reset=False, accept_sparse="csr", dtype=[np.float32, np.float64]
         )
+        X = self._preprocess(X)
         session = self._session()
         optimizer = self.optimizer_
         feeds = dict(zip(optimizer.weights_to_train_, optimizer.weights_, strict=True))

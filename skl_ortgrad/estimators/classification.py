@@ -87,7 +87,7 @@ class ClassifierTargetsMixin:
 
     def _scores(self, outputs: dict[str, np.ndarray]) -> np.ndarray:
         scores = outputs[self._template_.score]
-        return scores.ravel() if len(self.classes_) == 2 else scores
+        return scores.ravel() if scores.shape[1] == 1 else scores
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Raw scores: shape (n,) for binary problems (positive means ``classes_[1]``),

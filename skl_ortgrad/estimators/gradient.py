@@ -1,0 +1,229 @@
+"""Continue training an already-fitted scikit-learn model or pipeline on new data.
+
+A converted model is usually frozen. :class:`OnnxGradientRegressor` and
+:class:`OnnxGradientClassifier` take a fitted estimator (or a ``Pipeline`` ending in
+one), keep every preprocessing step frozen, convert the final step with skl2onnx, and
+train its weights from their fitted values with ``fit``/``partial_fit``. ``estimator_`` is
+a copy of the model whose final step carries the trained weights, so it predicts like
+the graph, and ``to_onnx()`` converts that whole updated model for serving.
+
+Only final steps whose ONNX graph has weights with a gradient can be trained: linear
+models and logistic regressions (weights in ``coef_``/``intercept_``) and MLPs
+(``coefs_``/``intercepts_``). Trees, SVMs or nearest neighbours get a clear error naming
+the step and the operators that hold their parameters.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, ClassVar
+
+import numpy as np
+import onnx
+from skl2onnx import to_onnx
+from sklearn.base import ClassifierMixin, RegressorMixin, is_classifier
+from sklearn.linear_model import LogisticRegression, SGDClassifier
+from sklearn.pipeline import Pipeline
+from sklearn.utils.validation import check_is_fitted
+
+from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template
+from skl_ortgrad.estimators.classification import ClassifierTargetsMixin
+from skl_ortgrad.training.sgd_learning_loss import (
+    BaseLearningLoss,
+    NegLogLearningLoss,
+    SquareLearningLoss,
+)
+from skl_ortgrad.utils.onnx_model import TARGET_OPSET
+from skl_ortgrad.utils.orttraining_helper import get_train_initializer, rewrite_no_gradient_ops
+
+_LINEAR_OPS = {"LinearRegressor", "LinearClassifier"}
+
+
+def _split(estimator: Any) -> tuple[list[tuple[str, Any]], str, Any]:
+    """(frozen steps, name of the final step, final step)."""
+    if isinstance(estimator, Pipeline):
+        *frozen, (name, final) = estimator.steps
+        return frozen, name, final
+    return [], type(estimator).__name__, estimator
+
+
+def _convert(model: Any, n_features: int, dtype: np.dtype) -> onnx.ModelProto:
+    options = {id(model): {"zipmap": False}} if is_classifier(model) else None
+    onx = to_onnx(model, np.zeros((1, n_features), dtype=dtype), target_opset=TARGET_OPSET,
+                  black_op=_LINEAR_OPS, options=options)
+    return rewrite_no_gradient_ops(onx)
+
+
+def _graph_model(model: Any) -> Any:
+    """The model whose graph is trained: ``model``, or one with the same predictions.
+
+    skl2onnx writes a binary ``LogisticRegression`` with two tied scores ``[-s, s]``;
+    training them freely would break the tie. ``SGDClassifier(loss='log_loss')`` with
+    the same coefficients has one score and the same probabilities ``sigmoid(s)``.
+    """
+    if isinstance(model, LogisticRegression) and len(model.classes_) == 2:
+        surrogate = SGDClassifier(loss="log_loss")
+        for name in ("coef_", "intercept_", "classes_", "n_features_in_"):
+            setattr(surrogate, name, getattr(model, name))
+        return surrogate
+    return model
+
+
+def _set_weights(model: Any, values: list[np.ndarray]) -> None:
+    """Write trained weights into a fitted scikit-learn model (in place)."""
+    if hasattr(model, "coefs_"):
+        model.coefs_ = [w.astype(np.float64) for w in values[0::2]]
+        model.intercepts_ = [b.ravel().astype(np.float64) for b in values[1::2]]
+        return
+    coef, intercept = values
+    model.coef_ = coef.T.astype(np.float64).reshape(np.shape(model.coef_))
+    model.intercept_ = intercept.astype(np.float64).reshape(np.shape(model.intercept_))
+
+
+class _BaseOnnxGradient(BaseOnnxEstimator):
+    """Fine-tuning of the final step of a fitted estimator."""
+
+    _parameter_constraints: ClassVar[dict] = {
+        **BaseOnnxEstimator._parameter_constraints, "estimator": [object]
+    }
+    # Continue from fitted weights with a small constant step by default.
+    _default_learning_rate = 0.001
+    _default_learning_penalty = "none"
+
+    def __init__(
+        self,
+        estimator: Any,
+        learning_rate: Any = None,
+        learning_loss: Any = None,
+        learning_penalty: Any = None,
+        max_iter: int = 100,
+        batch_size: int | str = "auto",
+        tol: float | None = 1e-4,
+        n_iter_no_change: int = 5,
+        early_stopping: bool = False,
+        validation_fraction: float = 0.1,
+        shuffle: bool = True,
+        random_state: Any = None,
+        warm_start: bool = False,
+        verbose: int = 0,
+        device: str = "cpu",
+        n_threads: int = 1,
+        dtype: Any = np.float32,
+    ) -> None:
+        self.estimator = estimator
+        super().__init__(
+            learning_rate=learning_rate, learning_loss=learning_loss,
+            learning_penalty=learning_penalty, max_iter=max_iter, batch_size=batch_size,
+            tol=tol, n_iter_no_change=n_iter_no_change, early_stopping=early_stopping,
+            validation_fraction=validation_fraction, shuffle=shuffle,
+            random_state=random_state, warm_start=warm_start, verbose=verbose,
+            device=device, n_threads=n_threads, dtype=dtype,
+        )
+
+    def _preprocess(self, X: Any) -> Any:
+        frozen, _, _ = _split(self.estimator_ if hasattr(self, "estimator_") else self.estimator)
+        for _, step in frozen:
+            if step not in (None, "passthrough"):
+                X = step.transform(X)
+        return X
+
+    def _template(self, n_features: int, dtype: np.dtype) -> Template:
+        check_is_fitted(self.estimator)
+        self.estimator_ = copy.deepcopy(self.estimator)
+        _, name, final = _split(self.estimator_)
+        onx = _convert(_graph_model(final), n_features, dtype)
+        weights = list(get_train_initializer(onx))
+        if not weights:
+            operators = sorted({node.op_type for node in onx.graph.node})
+            raise ValueError(
+                f"Step {name!r} ({type(final).__name__}) cannot be trained: its ONNX graph "
+                f"has no weight with a gradient (operators: {operators}). Only linear "
+                "models, logistic regressions and MLPs can be fine-tuned."
+            )
+        # The loss compares the output of the node applying the last weight (the bias of
+        # the last layer): raw scores for classifiers, the prediction for regressors.
+        score = next(node.output[0] for node in onx.graph.node if weights[-1] in node.input)
+        self._softmax = any(node.op_type == "Softmax" for node in onx.graph.node)
+        outputs = [out.name for out in onx.graph.output]
+        return Template(onx, score, weights, outputs, penalized=weights[0::2])
+
+    def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
+        _, _, final = _split(self.estimator_)
+        _set_weights(final, list(weights.values()))
+
+    def to_onnx(self) -> onnx.ModelProto:
+        """The whole updated model (frozen steps and trained final step) as ONNX."""
+        check_is_fitted(self, "optimizer_")
+        options = None
+        if is_classifier(self.estimator_):
+            _, _, final = _split(self.estimator_)
+            options = {id(final): {"zipmap": False}}
+        return to_onnx(self.estimator_, np.zeros((1, self.n_features_in_), dtype=self._dtype()),
+                       target_opset=TARGET_OPSET, options=options)
+
+
+class OnnxGradientRegressor(RegressorMixin, _BaseOnnxGradient):
+    """Continue training a fitted regressor (or a pipeline ending in one) on new data.
+
+    Parameters
+    ----------
+    estimator : fitted regressor or Pipeline
+        Its preprocessing steps stay frozen; the weights of its final step (a linear
+        model or an ``MLPRegressor``) are trained, starting from their fitted values.
+    learning_rate : None, float, str or BaseLearningRate
+        None: a constant rate of 0.001, small enough not to undo the fitted solution.
+    learning_penalty : None, float, str or BaseLearningPenalty
+        None: no penalty.
+    learning_loss, max_iter, batch_size, tol, n_iter_no_change, early_stopping,
+    validation_fraction, shuffle, random_state, warm_start, verbose, device, n_threads,
+    dtype :
+        As in :class:`~skl_ortgrad.OnnxSGDRegressor`.
+
+    Attributes
+    ----------
+    estimator_ : estimator
+        A copy of ``estimator`` whose final step has the trained weights.
+    n_iter_, t_, loss_curve_, n_features_in_ :
+        As in scikit-learn.
+    """
+
+    def _default_loss(self) -> SquareLearningLoss:
+        return SquareLearningLoss()
+
+    def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
+        return np.asarray(y, dtype=np.float64).reshape((len(y), -1))
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Predictions of the trained graph, shape (n_samples,)."""
+        return self._run(X)[self._template_.outputs[0]].ravel().astype(np.float64)
+
+
+class OnnxGradientClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxGradient):
+    """Continue training a fitted classifier (or a pipeline ending in one) on new data.
+
+    The final step (``LogisticRegression``, ``SGDClassifier``, ``MLPClassifier``...) keeps
+    its classes; new data may only use them. The default loss matches the graph's
+    probabilities: softmax cross-entropy when the graph ends in a softmax, the logistic
+    loss per score otherwise.
+
+    Parameters are those of :class:`OnnxGradientRegressor`.
+
+    Attributes
+    ----------
+    estimator_ : estimator
+        A copy of ``estimator`` whose final step has the trained weights.
+    classes_ : ndarray
+        The fitted model's classes.
+    """
+
+    def _default_loss(self) -> BaseLearningLoss:
+        if self._softmax:
+            return NegLogLearningLoss(eps=0.0, probability_function="softmax")
+        return NegLogLearningLoss(eps=0.0)
+
+    def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
+        if first_call:
+            _, _, final = _split(self.estimator)
+            check_is_fitted(final, "classes_")
+            classes = final.classes_
+        return super()._prepare_targets(y, first_call, classes)
