@@ -33,6 +33,16 @@ from skl_ortgrad.utils.orttraining_helper import select_model_output
 _SPARSE_CHUNK = 4096  # rows densified at once when predicting on a sparse matrix
 
 
+def mean_squared_norm(X: Any) -> float:
+    r""":math:`E\|x\|^2`, the mean squared norm of the rows of a dense or sparse ``X``.
+
+    It bounds the largest eigenvalue of :math:`E[x x^\top]`, so :math:`1 / E\|x\|^2` is a
+    stable step for a linear layer trained on ``X``.
+    """
+    squares = X.multiply(X).sum() if hasattr(X, "multiply") else np.einsum("ij,ij->", X, X)
+    return float(squares) / X.shape[0]
+
+
 class Template:
     """The ONNX graph an estimator trains and serves.
 
@@ -177,6 +187,9 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         # test scores on diabetes, breast cancer, iris and digits (200 under-trained iris).
         return min(32, n_samples) if self.batch_size == "auto" else int(self.batch_size)
 
+    def _start(self, X: Any, y: Any, sample_weight: Any) -> None:
+        """Called with the validated data before a fresh fit (nothing to do here)."""
+
     def _preprocess(self, X: Any) -> Any:
         """Frozen transformation applied before the trained graph (none by default)."""
         return X
@@ -253,6 +266,8 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             y_numeric=False, multi_output=self._multi_output, ensure_min_samples=1,
         )
         dtype = self._dtype()
+        if restart:
+            self._start(X, y, sample_weight)
         X = self._preprocess(X).astype(dtype, copy=False)
         targets = self._prepare_targets(y, restart, classes).astype(dtype, copy=False)
         if sample_weight is not None:

@@ -2,7 +2,8 @@
 
 A converted model is usually frozen. :class:`OnnxGradientRegressor` and
 :class:`OnnxGradientClassifier` take a fitted estimator (or a ``Pipeline`` ending in
-one), keep every preprocessing step frozen, convert the final step with skl2onnx, and
+one; an unfitted one is fitted first on the first data), keep every preprocessing step
+frozen, convert the final step with skl2onnx, and
 train its weights from their fitted values with ``fit``/``partial_fit``. ``estimator_`` is
 a copy of the model whose final step carries the trained weights, so it predicts like
 the graph, and ``to_onnx()`` converts that whole updated model for serving.
@@ -16,23 +17,26 @@ the step and the operators that hold their parameters.
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Any, ClassVar
 
 import numpy as np
 import onnx
 from skl2onnx import to_onnx
-from sklearn.base import ClassifierMixin, RegressorMixin, is_classifier
+from sklearn.base import ClassifierMixin, RegressorMixin, clone, is_classifier
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.linear_model import LogisticRegression, SGDClassifier
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
-from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template
+from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, mean_squared_norm
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin
 from skl_ortgrad.training.sgd_learning_loss import (
     BaseLearningLoss,
     NegLogLearningLoss,
     SquareLearningLoss,
 )
+from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
 from skl_ortgrad.utils.onnx_model import TARGET_OPSET
 from skl_ortgrad.utils.orttraining_helper import get_train_initializer, rewrite_no_gradient_ops
 
@@ -86,8 +90,6 @@ class _BaseOnnxGradient(BaseOnnxEstimator):
     _parameter_constraints: ClassVar[dict] = {
         **BaseOnnxEstimator._parameter_constraints, "estimator": [object]
     }
-    # Continue from fitted weights with a small constant step by default.
-    _default_learning_rate = 0.001
     _default_learning_penalty = "none"
 
     def __init__(
@@ -120,16 +122,36 @@ class _BaseOnnxGradient(BaseOnnxEstimator):
             device=device, n_threads=n_threads, dtype=dtype,
         )
 
+    def _start(self, X: Any, y: Any, sample_weight: Any) -> None:
+        """``estimator_``: a copy of the fitted estimator, or a fitted clone of it."""
+        try:
+            check_is_fitted(self.estimator)
+            self.estimator_ = copy.deepcopy(self.estimator)
+        except NotFittedError:
+            fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
+            with warnings.catch_warnings():
+                # An iterative model stopped early only starts the training done here.
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                self.estimator_ = clone(self.estimator).fit(X, y, **fit_params)
+
+    def _default_rate(self, X: Any) -> LearningRateSGD:
+        """A constant step :math:`\\min(10^{-3}, 1 / E\\|x\\|^2)` on the graph's inputs.
+
+        Small, so training continues from the fitted solution instead of undoing it,
+        and below the stable step of a linear layer on unscaled features.
+        """
+        mean_norm = mean_squared_norm(X)
+        eta0 = 1e-3 if mean_norm == 0 else min(1e-3, 1.0 / mean_norm)
+        return LearningRateSGD(eta0=eta0, learning_rate="constant")
+
     def _preprocess(self, X: Any) -> Any:
-        frozen, _, _ = _split(self.estimator_ if hasattr(self, "estimator_") else self.estimator)
+        frozen, _, _ = _split(self.estimator_)
         for _, step in frozen:
             if step not in (None, "passthrough"):
                 X = step.transform(X)
         return X
 
     def _template(self, n_features: int, dtype: np.dtype) -> Template:
-        check_is_fitted(self.estimator)
-        self.estimator_ = copy.deepcopy(self.estimator)
         _, name, final = _split(self.estimator_)
         onx = _convert(_graph_model(final), n_features, dtype)
         weights = list(get_train_initializer(onx))
@@ -167,11 +189,14 @@ class OnnxGradientRegressor(RegressorMixin, _BaseOnnxGradient):
 
     Parameters
     ----------
-    estimator : fitted regressor or Pipeline
+    estimator : regressor or Pipeline
         Its preprocessing steps stay frozen; the weights of its final step (a linear
         model or an ``MLPRegressor``) are trained, starting from their fitted values.
+        An estimator that is not fitted is first fitted (a clone, with its own ``fit``)
+        on the data of the first ``fit``/``partial_fit``.
     learning_rate : None, float, str or BaseLearningRate
-        None: a constant rate of 0.001, small enough not to undo the fitted solution.
+        None: a constant rate :math:`\\min(10^{-3}, 1 / E\\|x\\|^2)` over the inputs of the
+        final step, small enough not to undo the fitted solution.
     learning_penalty : None, float, str or BaseLearningPenalty
         None: no penalty.
     learning_loss, max_iter, batch_size, tol, n_iter_no_change, early_stopping,
@@ -223,7 +248,6 @@ class OnnxGradientClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxG
 
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
         if first_call:
-            _, _, final = _split(self.estimator)
-            check_is_fitted(final, "classes_")
+            _, _, final = _split(self.estimator_)
             classes = final.classes_
         return super()._prepare_targets(y, first_call, classes)

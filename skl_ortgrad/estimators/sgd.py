@@ -11,7 +11,7 @@ from skl2onnx import to_onnx
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.linear_model import LinearRegression, LogisticRegression, SGDClassifier
 
-from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template
+from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, mean_squared_norm
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
 from skl_ortgrad.training.sgd_learning_loss import SquareLearningLoss
 from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
@@ -156,8 +156,7 @@ class OnnxSGDRegressor(RegressorMixin, BaseOnnxEstimator):
         rate shrinks instead of diverging.
         """
         batch = self._resolved_batch_size(X.shape[0])
-        squares = X.multiply(X).sum() if hasattr(X, "multiply") else np.einsum("ij,ij->", X, X)
-        mean_norm = float(squares) / X.shape[0]
+        mean_norm = mean_squared_norm(X)
         eta0 = 0.01 * batch if mean_norm == 0 else min(0.01 * batch, 1.0 / mean_norm)
         return LearningRateSGD(eta0=eta0, learning_rate="invscaling")
 

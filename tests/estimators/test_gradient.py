@@ -111,10 +111,14 @@ def test_untrainable_final_step_is_named(final, operator):
         OnnxGradientRegressor(fitted).fit(X, y)
 
 
-def test_unfitted_estimator_is_an_error():
+def test_unfitted_estimator_is_fitted_first():
     X, y = load_diabetes(return_X_y=True)
+    template = make_pipeline(StandardScaler(), Ridge())
+    tuned = OnnxGradientRegressor(template, max_iter=1).fit(X, y)
     with pytest.raises(NotFittedError):
-        OnnxGradientRegressor(make_pipeline(StandardScaler(), Ridge())).fit(X, y)
+        template.predict(X)  # the given estimator stays as it was
+    reference = make_pipeline(StandardScaler(), Ridge()).fit(X, y)
+    assert abs(tuned.score(X, y) - reference.score(X, y)) < 0.05
 
 
 def test_partial_fit_streams_new_data(drifted_regression):
