@@ -199,9 +199,11 @@ class OnnxGradientRegressor(RegressorMixin, _BaseOnnxGradient):
         final step, small enough not to undo the fitted solution.
     learning_penalty : None, float, str or BaseLearningPenalty
         None: no penalty.
-    learning_loss, max_iter, batch_size, tol, n_iter_no_change, early_stopping,
-    validation_fraction, shuffle, random_state, warm_start, verbose, device, n_threads,
-    dtype :
+    learning_loss, max_iter, batch_size, tol, n_iter_no_change, early_stopping :
+        As in :class:`~skl_ortgrad.OnnxSGDRegressor`.
+    validation_fraction, shuffle, random_state, warm_start, verbose :
+        As in :class:`~skl_ortgrad.OnnxSGDRegressor`.
+    device, n_threads, dtype :
         As in :class:`~skl_ortgrad.OnnxSGDRegressor`.
 
     Attributes

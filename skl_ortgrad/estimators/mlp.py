@@ -131,9 +131,11 @@ _SHARED_DOC = """
         explicit ``learning_penalty`` replaces it.
     learning_rate : None, float, str or BaseLearningRate
         None: Adam with :math:`\\eta = 0.001` (scikit-learn's MLP default).
-    learning_loss, learning_penalty, max_iter, batch_size, tol, n_iter_no_change,
-    early_stopping, validation_fraction, shuffle, random_state, warm_start, verbose,
-    device, n_threads, dtype :
+    learning_loss, learning_penalty, early_stopping, validation_fraction, shuffle :
+        As in :class:`~skl_ortgrad.OnnxSGDRegressor`.
+    random_state, warm_start, verbose, device, n_threads, dtype :
+        As in :class:`~skl_ortgrad.OnnxSGDRegressor`.
+    max_iter, tol, n_iter_no_change, batch_size :
         As in :class:`~skl_ortgrad.OnnxSGDRegressor`; the defaults of ``max_iter``
         (200), ``tol`` (1e-4), ``n_iter_no_change`` (10) and ``batch_size``
         ('auto' = min(200, n_samples)) are scikit-learn's MLP ones.
@@ -153,8 +155,9 @@ class OnnxMLPRegressor(RegressorMixin, _BaseOnnxMLP):
     ----------
     coefs_, intercepts_ : list of ndarray
         Trained weights of every layer.
-    n_layers_, n_outputs_, out_activation_, n_iter_, t_, loss_curve_, best_loss_,
-    n_features_in_, feature_names_in_ :
+    n_layers_, n_outputs_, out_activation_, n_iter_, t_ :
+        As in scikit-learn.
+    loss_curve_, best_loss_, n_features_in_, feature_names_in_ :
         As in scikit-learn.
     """
     )
@@ -243,8 +246,9 @@ class OnnxMLPClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxMLP):
     ----------
     classes_ : ndarray of shape (n_classes,)
     coefs_, intercepts_ : list of ndarray
-    n_layers_, n_outputs_, out_activation_, n_iter_, t_, loss_curve_, best_loss_,
-    n_features_in_, feature_names_in_ :
+    n_layers_, n_outputs_, out_activation_, n_iter_, t_ :
+        As in scikit-learn.
+    loss_curve_, best_loss_, n_features_in_, feature_names_in_ :
         As in scikit-learn.
     """
     )

@@ -89,8 +89,9 @@ class OnnxSGDRegressor(RegressorMixin, BaseOnnxEstimator):
     learning_penalty : None, float, str or BaseLearningPenalty
         None: 'l2' (:math:`\\alpha = 10^{-4}`); a float: L2 with that alpha; 'l1',
         'elasticnet', 'none', or an object.
-    max_iter, tol, n_iter_no_change, early_stopping, validation_fraction, shuffle,
-    random_state, warm_start, verbose :
+    max_iter, tol, n_iter_no_change, early_stopping, validation_fraction :
+        As in ``SGDRegressor``.
+    shuffle, random_state, warm_start, verbose :
         As in ``SGDRegressor``.
     batch_size : int or 'auto'
         Rows per mini-batch.

@@ -51,15 +51,6 @@ _CACHE = "_ort_sessions"
 class BaseLearningLoss(BaseLearningObject, family="learning loss"):
     """Base class of losses.
 
-    Attributes
-    ----------
-    is_classification : bool (class attribute)
-        True when the loss expects labels in :math:`\\{0, 1\\}` and raw class scores.
-    requires_one_hot : bool
-        True when labels must be one-hot encoded with one column per class (softmax);
-        False when a single column (binary, or regression target) or one-vs-rest
-        indicator columns are expected.
-
     :meth:`select` maps an estimator parameter to an object (numbers are rejected with a
     TypeError: no number designates a loss):
 
@@ -80,6 +71,15 @@ class BaseLearningLoss(BaseLearningObject, family="learning loss"):
     ``'modified_huber'``                           ``ModifiedHuberLearningLoss()``
     a ``BaseLearningLoss``                         itself
     =============================================  ============================================
+
+    Attributes
+    ----------
+    is_classification : bool (class attribute)
+        True when the loss expects labels in :math:`\\{0, 1\\}` and raw class scores.
+    requires_one_hot : bool
+        True when labels must be one-hot encoded with one column per class (softmax);
+        False when a single column (binary, or regression target) or one-vs-rest
+        indicator columns are expected.
     """
 
     is_classification: ClassVar[bool] = False

@@ -1,0 +1,69 @@
+"""Plots of a training run (matplotlib is an optional dependency)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sklearn.exceptions import NotFittedError
+
+__all__ = ["plot_learning_curve"]
+
+
+def plot_learning_curve(est: Any, ax: Any = None) -> Any:
+    """Draw the training loss per epoch and, when present, the validation scores.
+
+    Parameters
+    ----------
+    est : estimator
+        A fitted skl_ortgrad estimator (or any object with ``loss_curve_``), or a
+        :class:`~sklearn.pipeline.Pipeline` ending in one.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on; a new figure is created when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes holding the loss curve (``loss_curve_`` against the epoch, 1-based).
+        ``validation_scores_`` (recorded with ``early_stopping=True``) is drawn on a
+        twin axis sharing the epochs, reachable as ``ax.right_ax``.
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is not installed.
+    sklearn.exceptions.NotFittedError
+        If the estimator has no ``loss_curve_`` (it was never trained).
+    """
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ImportError(
+            "plot_learning_curve needs matplotlib, an optional dependency of skl_ortgrad: "
+            "pip install matplotlib"
+        ) from exc
+
+    model = est[-1] if hasattr(est, "steps") else est
+    losses = getattr(model, "loss_curve_", None)
+    if not losses:
+        raise NotFittedError(
+            f"This {type(model).__name__} instance has no loss_curve_: call fit or "
+            "partial_fit before plot_learning_curve."
+        )
+    if ax is None:
+        _, ax = plt.subplots()
+    epochs = range(1, len(losses) + 1)
+    lines = ax.plot(epochs, losses, color="C0", label="training loss")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("training loss")
+    ax.set_title(f"{type(model).__name__} learning curve")
+    scores = getattr(model, "validation_scores_", None)
+    if scores:
+        right = ax.twinx()
+        lines += right.plot(
+            range(1, len(scores) + 1), scores, color="C1", linestyle="--",
+            label="validation score",
+        )
+        right.set_ylabel("validation score")
+        ax.right_ax = right
+    ax.legend(lines, [line.get_label() for line in lines], loc="best")
+    return ax

@@ -1,0 +1,69 @@
+"""skl_ortgrad.plotting: what is drawn is the estimator's data."""
+
+import sys
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from sklearn.datasets import load_diabetes
+from sklearn.exceptions import NotFittedError
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from skl_ortgrad import OnnxSGDRegressor
+from skl_ortgrad.plotting import plot_learning_curve
+
+matplotlib.use("Agg")
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _data():
+    X, y = load_diabetes(return_X_y=True)
+    return StandardScaler().fit_transform(X), (y - y.mean()) / y.std()
+
+
+def test_loss_curve_is_drawn():
+    X, y = _data()
+    est = OnnxSGDRegressor(max_iter=8, tol=None, random_state=0).fit(X, y)
+    ax = plot_learning_curve(est)
+    (line,) = ax.get_lines()
+    np.testing.assert_array_equal(line.get_xdata(), np.arange(1, 9))
+    np.testing.assert_allclose(line.get_ydata(), est.loss_curve_)
+    assert not hasattr(ax, "right_ax")
+    assert ax.get_xlabel() == "epoch"
+
+
+def test_validation_scores_on_twin_axis_and_given_axes():
+    X, y = _data()
+    est = OnnxSGDRegressor(
+        max_iter=6, tol=None, early_stopping=True, random_state=0
+    ).fit(X, y)
+    assert len(est.validation_scores_) == len(est.loss_curve_)
+    _, given = plt.subplots()
+    ax = plot_learning_curve(make_pipeline(est), ax=given)
+    assert ax is given
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), est.loss_curve_)
+    (right,) = ax.right_ax.get_lines()
+    np.testing.assert_allclose(right.get_ydata(), est.validation_scores_)
+    np.testing.assert_array_equal(right.get_xdata(), np.arange(1, len(est.loss_curve_) + 1))
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "training loss", "validation score"]
+
+
+def test_not_fitted():
+    with pytest.raises(NotFittedError, match=r"no loss_curve_.*call fit"):
+        plot_learning_curve(OnnxSGDRegressor())
+
+
+def test_missing_matplotlib(monkeypatch):
+    X, y = _data()
+    est = OnnxSGDRegressor(max_iter=2, tol=None).fit(X, y)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    with pytest.raises(ImportError, match="pip install matplotlib"):
+        plot_learning_curve(est)
