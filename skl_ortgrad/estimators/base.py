@@ -116,7 +116,6 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         "dtype": "no_validation",
     }
 
-    @abstractmethod
     def __init__(
         self,
         learning_rate: Any = None,

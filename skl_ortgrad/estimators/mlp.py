@@ -53,6 +53,40 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
     # scikit-learn's MLP trains with Adam at 0.001 by default.
     _default_learning_rate = "adam"
 
+    def __init__(
+        self,
+        hidden_layer_sizes: Any = (100,),
+        activation: str = "relu",
+        alpha: float = 0.0001,
+        learning_rate: Any = None,
+        learning_loss: Any = None,
+        learning_penalty: Any = None,
+        max_iter: int = 200,
+        batch_size: int | str = "auto",
+        tol: float | None = 1e-4,
+        n_iter_no_change: int = 10,
+        early_stopping: bool = False,
+        validation_fraction: float = 0.1,
+        shuffle: bool = True,
+        random_state: Any = None,
+        warm_start: bool = False,
+        verbose: int = 0,
+        device: str = "cpu",
+        n_threads: int = 1,
+        dtype: Any = np.float32,
+    ) -> None:
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.alpha = alpha
+        super().__init__(
+            learning_rate=learning_rate, learning_loss=learning_loss,
+            learning_penalty=learning_penalty, max_iter=max_iter, batch_size=batch_size,
+            tol=tol, n_iter_no_change=n_iter_no_change, early_stopping=early_stopping,
+            validation_fraction=validation_fraction, shuffle=shuffle,
+            random_state=random_state, warm_start=warm_start, verbose=verbose,
+            device=device, n_threads=n_threads, dtype=dtype,
+        )
+
     def _resolved_batch_size(self, n_samples: int) -> int:
         # scikit-learn's MLP rule.
         return min(200, n_samples) if self.batch_size == "auto" else int(self.batch_size)
@@ -164,40 +198,6 @@ class OnnxMLPRegressor(RegressorMixin, _BaseOnnxMLP):
 
     _multi_output = True
 
-    def __init__(
-        self,
-        hidden_layer_sizes: Any = (100,),
-        activation: str = "relu",
-        alpha: float = 0.0001,
-        learning_rate: Any = None,
-        learning_loss: Any = None,
-        learning_penalty: Any = None,
-        max_iter: int = 200,
-        batch_size: int | str = "auto",
-        tol: float | None = 1e-4,
-        n_iter_no_change: int = 10,
-        early_stopping: bool = False,
-        validation_fraction: float = 0.1,
-        shuffle: bool = True,
-        random_state: Any = None,
-        warm_start: bool = False,
-        verbose: int = 0,
-        device: str = "cpu",
-        n_threads: int = 1,
-        dtype: Any = np.float32,
-    ) -> None:
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.alpha = alpha
-        super().__init__(
-            learning_rate=learning_rate, learning_loss=learning_loss,
-            learning_penalty=learning_penalty, max_iter=max_iter, batch_size=batch_size,
-            tol=tol, n_iter_no_change=n_iter_no_change, early_stopping=early_stopping,
-            validation_fraction=validation_fraction, shuffle=shuffle,
-            random_state=random_state, warm_start=warm_start, verbose=verbose,
-            device=device, n_threads=n_threads, dtype=dtype,
-        )
-
     def _default_loss(self) -> SquareLearningLoss:
         return SquareLearningLoss()
 
@@ -252,40 +252,6 @@ class OnnxMLPClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxMLP):
         As in scikit-learn.
     """
     )
-
-    def __init__(
-        self,
-        hidden_layer_sizes: Any = (100,),
-        activation: str = "relu",
-        alpha: float = 0.0001,
-        learning_rate: Any = None,
-        learning_loss: Any = None,
-        learning_penalty: Any = None,
-        max_iter: int = 200,
-        batch_size: int | str = "auto",
-        tol: float | None = 1e-4,
-        n_iter_no_change: int = 10,
-        early_stopping: bool = False,
-        validation_fraction: float = 0.1,
-        shuffle: bool = True,
-        random_state: Any = None,
-        warm_start: bool = False,
-        verbose: int = 0,
-        device: str = "cpu",
-        n_threads: int = 1,
-        dtype: Any = np.float32,
-    ) -> None:
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.alpha = alpha
-        super().__init__(
-            learning_rate=learning_rate, learning_loss=learning_loss,
-            learning_penalty=learning_penalty, max_iter=max_iter, batch_size=batch_size,
-            tol=tol, n_iter_no_change=n_iter_no_change, early_stopping=early_stopping,
-            validation_fraction=validation_fraction, shuffle=shuffle,
-            random_state=random_state, warm_start=warm_start, verbose=verbose,
-            device=device, n_threads=n_threads, dtype=dtype,
-        )
 
     def _template(self, n_features: int, dtype: np.dtype) -> Template:
         binary = len(self.classes_) == 2

@@ -114,34 +114,6 @@ class OnnxSGDRegressor(RegressorMixin, BaseOnnxEstimator):
         The training loop and its state.
     """
 
-    def __init__(
-        self,
-        learning_rate: Any = None,
-        learning_loss: Any = None,
-        learning_penalty: Any = None,
-        max_iter: int = 1000,
-        batch_size: int | str = "auto",
-        tol: float | None = 1e-3,
-        n_iter_no_change: int = 5,
-        early_stopping: bool = False,
-        validation_fraction: float = 0.1,
-        shuffle: bool = True,
-        random_state: Any = None,
-        warm_start: bool = False,
-        verbose: int = 0,
-        device: str = "cpu",
-        n_threads: int = 1,
-        dtype: Any = np.float32,
-    ) -> None:
-        super().__init__(
-            learning_rate=learning_rate, learning_loss=learning_loss,
-            learning_penalty=learning_penalty, max_iter=max_iter, batch_size=batch_size,
-            tol=tol, n_iter_no_change=n_iter_no_change, early_stopping=early_stopping,
-            validation_fraction=validation_fraction, shuffle=shuffle,
-            random_state=random_state, warm_start=warm_start, verbose=verbose,
-            device=device, n_threads=n_threads, dtype=dtype,
-        )
-
     def _default_loss(self) -> SquareLearningLoss:
         return SquareLearningLoss()
 
@@ -216,34 +188,6 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, BaseOnnxEstimat
     n_iter_, t_, loss_curve_, n_features_in_, feature_names_in_ :
         As in scikit-learn.
     """
-
-    def __init__(
-        self,
-        learning_rate: Any = None,
-        learning_loss: Any = None,
-        learning_penalty: Any = None,
-        max_iter: int = 1000,
-        batch_size: int | str = "auto",
-        tol: float | None = 1e-3,
-        n_iter_no_change: int = 5,
-        early_stopping: bool = False,
-        validation_fraction: float = 0.1,
-        shuffle: bool = True,
-        random_state: Any = None,
-        warm_start: bool = False,
-        verbose: int = 0,
-        device: str = "cpu",
-        n_threads: int = 1,
-        dtype: Any = np.float32,
-    ) -> None:
-        super().__init__(
-            learning_rate=learning_rate, learning_loss=learning_loss,
-            learning_penalty=learning_penalty, max_iter=max_iter, batch_size=batch_size,
-            tol=tol, n_iter_no_change=n_iter_no_change, early_stopping=early_stopping,
-            validation_fraction=validation_fraction, shuffle=shuffle,
-            random_state=random_state, warm_start=warm_start, verbose=verbose,
-            device=device, n_threads=n_threads, dtype=dtype,
-        )
 
     # scikit-learn's SGDClassifier default schedule: eta = 1 / (alpha (t0 + t - 1)).
     _default_learning_rate = "optimal"
