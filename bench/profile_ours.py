@@ -2,15 +2,16 @@
 
 Not part of `make bench`: its output is read by a person, who writes the conclusions in
 docs/benchmarks.md. Cases: linear regression 100k x 100 at batch 32 and batch 1000
-(3 partial_fit epochs each), and the tiny-step case (batch 1, 10 features, 2000 rows,
-5 epochs).
+(3 partial_fit epochs each), the tiny-step case (batch 1, 10 features, 2000 rows,
+5 epochs), and the MLP of case 3 (100 -> 128 -> 10, 50k rows, batch 200, Adam, 3 epochs).
 
-    python bench/profile_ours.py [case ...]      # cases: b32 b1000 step
+    python bench/profile_ours.py [case ...]      # cases: b32 b1000 step mlp
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import numpy as np
 from _common import quiet_warnings
@@ -19,12 +20,15 @@ from bench_linear import make_data
 from skl_ortgrad import OnnxSGDRegressor
 
 
-def profile(name: str, X: np.ndarray, y: np.ndarray, batch: int, epochs: int) -> None:
+def profile(
+    name: str, X: np.ndarray, y: np.ndarray, batch: int, epochs: int, est: Any = None
+) -> None:
     from pyinstrument import Profiler
 
-    est = OnnxSGDRegressor(
-        max_iter=1, tol=None, batch_size=batch, learning_rate=0.01, random_state=0
-    ).fit(X, y)
+    if est is None:
+        est = OnnxSGDRegressor(max_iter=1, tol=None, batch_size=batch, learning_rate=0.01,
+                               random_state=0)
+    est.fit(X, y)
     profiler = Profiler(interval=0.0002)
     profiler.start()
     for _ in range(epochs):
@@ -46,7 +50,12 @@ def main(cases: list[str]) -> None:
         Xs = rng.standard_normal((2000, 10), dtype=np.float32)
         ys = Xs.sum(axis=1)
         profile("case 4, batch 1", Xs, ys, 1, 5)
+    if "mlp" in cases:
+        import bench_mlp
+
+        Xm, ym = bench_mlp.make_data()
+        profile("case 3, MLP Adam", Xm, ym, bench_mlp.BATCH, 3, bench_mlp._ours(sgd=False))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["b32", "b1000", "step"])
+    main(sys.argv[1:] or ["b32", "b1000", "step", "mlp"])
