@@ -248,8 +248,8 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
 
     def _partial_fit(self, X: Any, y: Any, sample_weight: Any, classes: Any) -> BaseOnnxEstimator:
         first = not hasattr(self, "optimizer_")
-        if first:
-            self._validate_params()
+        # scikit-learn's SGD estimators validate their parameters at every call.
+        self._validate_params()
         return self._train(X, y, sample_weight, restart=first, partial=True, classes=classes)
 
     def _train(
@@ -260,46 +260,55 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         Everything is validated before anything changes: bad input leaves a fitted
         estimator exactly as it was.
         """
-        X, y = validate_data(
-            self, X, y, reset=restart, accept_sparse="csr", dtype=[np.float32, np.float64],
-            y_numeric=False, multi_output=self._multi_output, ensure_min_samples=1,
-        )
-        dtype = self._dtype()
-        if restart:
-            self._start(X, y, sample_weight)
-        X = self._preprocess(X).astype(dtype, copy=False)
-        targets = self._prepare_targets(y, restart, classes).astype(dtype, copy=False)
-        if sample_weight is not None:
-            sample_weight = _check_sample_weight(
-                sample_weight, X, dtype=dtype, ensure_non_negative=True
+        # Validation writes on the estimator (validate_data resets n_features_in_ and
+        # feature_names_in_, _prepare_targets sets classes_, a restart builds a new
+        # optimizer): on an error, put every attribute back as it was.
+        saved = dict(self.__dict__)
+        try:
+            X, y = validate_data(
+                self, X, y, reset=restart, accept_sparse="csr", dtype=[np.float32, np.float64],
+                y_numeric=False, multi_output=self._multi_output, ensure_min_samples=1,
             )
-        if restart:
-            parse_device(self.device)
-            device_providers(self.device)
-            self.default_learning_rate_ = self._default_rate(X)
-            self._build_optimizer(X.shape[1], X.shape[0])
-        optimizer = self.optimizer_
-        batch_size = self._resolved_batch_size(X.shape[0])
-        # A penalty scaled per batch sees the batch's weight, as the weighted mean loss
-        # does: integer weights then train exactly like repeated rows.
-        mean_weight = 1.0 if sample_weight is None else float(np.mean(sample_weight))
-        rate, loss, penalty = self._training_objects(batch_size * mean_weight)
-        X_val = y_val = scorer = None
-        if self.early_stopping and not partial:
-            X, X_val, targets, y_val, sample_weight, y_val_raw = self._validation_split(
-                X, targets, sample_weight, y
+            dtype = self._dtype()
+            if restart:
+                self._start(X, y, sample_weight)
+            X = self._preprocess(X).astype(dtype, copy=False)
+            targets = self._prepare_targets(y, restart, classes).astype(dtype, copy=False)
+            if sample_weight is not None:
+                sample_weight = _check_sample_weight(
+                    sample_weight, X, dtype=dtype, ensure_non_negative=True
+                )
+            if restart:
+                parse_device(self.device)
+                device_providers(self.device)
+                self.default_learning_rate_ = self._default_rate(X)
+                self._build_optimizer(X.shape[1], X.shape[0])
+            optimizer = self.optimizer_
+            batch_size = self._resolved_batch_size(X.shape[0])
+            # A penalty scaled per batch sees the batch's weight, as the weighted mean loss
+            # does: integer weights then train exactly like repeated rows.
+            mean_weight = 1.0 if sample_weight is None else float(np.mean(sample_weight))
+            rate, loss, penalty = self._training_objects(batch_size * mean_weight)
+            X_val = y_val = scorer = None
+            if self.early_stopping and not partial:
+                X, X_val, targets, y_val, sample_weight, y_val_raw = self._validation_split(
+                    X, targets, sample_weight, y
+                )
+                scorer = lambda *_: self.score(X_val, y_val_raw)  # noqa: E731
+            optimizer.set_params(
+                learning_rate=rate,
+                learning_loss=loss,
+                learning_penalty=penalty,
+                max_iter=1 if partial else self.max_iter,
+                batch_size=batch_size,
+                tol=None if partial else self.tol,
+                warm_start=not restart or partial,
+                verbose=self.verbose,
             )
-            scorer = lambda *_: self.score(X_val, y_val_raw)  # noqa: E731
-        optimizer.set_params(
-            learning_rate=rate,
-            learning_loss=loss,
-            learning_penalty=penalty,
-            max_iter=1 if partial else self.max_iter,
-            batch_size=batch_size,
-            tol=None if partial else self.tol,
-            warm_start=not restart or partial,
-            verbose=self.verbose,
-        )
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(saved)
+            raise
         before = len(optimizer.train_losses_) if not restart else 0
         try:
             if partial:
@@ -361,8 +370,11 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         self._set_fitted_attributes(
             dict(zip(optimizer.weights_to_train_, optimizer.weights_, strict=True))
         )
-        if self.loss_curve_:
-            self.best_loss_ = float(np.min(self.loss_curve_))
+        if new_losses:
+            # Incremental: np.min over the whole curve made a stream of n calls O(n^2).
+            best = float(min(new_losses))
+            previous = getattr(self, "best_loss_", None) if before else None
+            self.best_loss_ = best if previous is None else min(previous, best)
         if getattr(optimizer, "validation_scores_", None):
             self.validation_scores_ = list(optimizer.validation_scores_)
             self.best_validation_score_ = float(np.max(self.validation_scores_))

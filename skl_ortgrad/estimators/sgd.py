@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 from onnx import helper as onnx_helper
+from onnx import numpy_helper
 from skl2onnx import to_onnx
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.linear_model import LinearRegression, LogisticRegression, SGDClassifier
@@ -27,6 +28,15 @@ def _convert(model: Any, n_features: int, dtype: np.dtype, black_op: str) -> Any
         model, np.zeros((1, n_features), dtype=dtype), target_opset=TARGET_OPSET,
         black_op={black_op}, options={"zipmap": False} if black_op == "LinearClassifier" else None,
     )
+
+
+_SENTINEL = 0.5772156649  # a value no skl2onnx constant holds
+
+
+def _zero_initializer(onx: Any, name: str) -> None:
+    """Set initializer ``name`` of ``onx`` to zeros (same shape and type), in place."""
+    init = next(init for init in onx.graph.initializer if init.name == name)
+    init.CopyFrom(numpy_helper.from_array(np.zeros_like(numpy_helper.to_array(init)), name))
 
 
 def _score_of(onx: Any) -> str:
@@ -200,10 +210,14 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, BaseOnnxEstimat
         # others serve SGDClassifier's (sigmoid or normalized one-vs-rest sigmoids).
         model = LogisticRegression() if softmax else SGDClassifier(loss="log_loss")
         model.coef_ = np.zeros((n_scores, n_features))
-        model.intercept_ = np.zeros(n_scores)
+        # A sentinel, zeroed after conversion: skl2onnx merges initializers holding equal
+        # values, so with one feature a zero coef and a zero intercept would become one
+        # tensor (and a 1 would merge with the graph's own constant 1).
+        model.intercept_ = np.full(n_scores, _SENTINEL)
         model.classes_ = onnx_classes(self.classes_)
         model.n_features_in_ = n_features
         onx = _convert(model, n_features, dtype, "LinearClassifier")
+        _zero_initializer(onx, "intercept")
         score = _score_of(onx)
         if n_classes > 2 and not softmax:
             _stable_one_vs_rest(onx, score)

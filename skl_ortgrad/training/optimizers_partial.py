@@ -21,6 +21,15 @@ and with larger batches they decay at the same pace per epoch.
 
 Weights are numpy buffers that onnxruntime borrows: updating them in place is seen by
 the next forward without rebuilding any feed.
+
+Failures lose nothing. A non-finite batch loss (or non-finite weights at the end of an
+epoch) stops training at once and restores the state of the start of the epoch (weights,
+rate state, ``t_``), then raises :class:`~skl_ortgrad.ConvergenceError`. Ctrl-C is held
+until the batch being computed is complete (see :class:`_DeferredInterrupt`): the
+weights are those of the last completed batch, ``t_`` counts the samples it consumed
+and ``epochs_completed_``/``n_iter_`` the complete epochs. Any other exception raised
+while the weights are being updated (a failing learning-rate object...) restores the
+start of the epoch, since the update may be half done.
 """
 
 from __future__ import annotations
@@ -208,7 +217,10 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
     t_ : int
         Number of samples seen plus one (the schedule's ``t``, scikit-learn's ``t_``).
     n_iter_ : int
-        Epochs run by the last :meth:`fit`.
+        Epochs run by the last :meth:`fit` (complete epochs when it was interrupted).
+    epochs_completed_ : int
+        Complete epochs of the last :meth:`fit` or :meth:`partial_fit`, kept up to date
+        while training, so it is right after an interruption or a divergence.
     train_losses_, validation_losses_ : list of float
         Mean loss per epoch (validation: per evaluation).
     validation_scores_ : list of float

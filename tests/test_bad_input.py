@@ -1,0 +1,344 @@
+"""Bad input, case by case: a clear error whose message is checked, and a fitted
+estimator left exactly as it was (weights, ``t_``, ``n_iter_``, classes, feature names,
+shuffling state, predictions).
+
+Every estimator in ``ESTIMATORS`` runs every row of the table that applies to it; add
+an estimator there and it is covered.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import onnx
+import pandas as pd
+import pytest
+from onnx import TensorProto, numpy_helper
+from onnx import helper as oh
+from sklearn.base import is_classifier
+from sklearn.datasets import load_iris
+from sklearn.utils._param_validation import InvalidParameterError
+
+from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
+from skl_ortgrad.training.ortgradient import OrtGradientForwardBackward
+
+ESTIMATORS = [OnnxSGDRegressor, OnnxSGDClassifier]
+
+_X, _Y = load_iris(return_X_y=True)
+X = (_X - _X.mean(axis=0)) / _X.std(axis=0)
+Y = _Y
+COLUMNS = ["sepal_l", "sepal_w", "petal_l", "petal_w"]
+
+
+def _fit(estimator, frame=False):
+    model = estimator(random_state=0, max_iter=3, tol=None)
+    return model.fit(pd.DataFrame(X, columns=COLUMNS) if frame else X, Y)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    """One fitted estimator per (class, fitted on a DataFrame); tests get deep copies."""
+    cache = {}
+
+    def get(estimator, frame=False):
+        if (estimator, frame) not in cache:
+            cache[estimator, frame] = _fit(estimator, frame)
+        return copy.deepcopy(cache[estimator, frame])
+
+    return get
+
+
+def _fitted_state(model):
+    """Everything a bad call must leave untouched."""
+    optimizer = model.optimizer_
+    rng = optimizer.__dict__.get("_rng")
+    state = {
+        "weights": [w.copy() for w in optimizer.weights_],
+        "lr_state": [s.copy() for s in optimizer.lr_state_],
+        "optimizer.t_": optimizer.t_,
+        "t_": model.t_,
+        "n_iter_": model.n_iter_,
+        "loss_curve_": list(model.loss_curve_),
+        "coef_": model.coef_.copy(),
+        "intercept_": model.intercept_.copy(),
+        "n_features_in_": model.n_features_in_,
+        "feature_names_in_": getattr(model, "feature_names_in_", None),
+        "classes_": getattr(model, "classes_", None),
+        "rng": None if rng is None else (rng.get_state()[1].copy(), rng.get_state()[2]),
+    }
+    return state
+
+
+def _assert_same_state(before, after):
+    assert before.keys() == after.keys()
+    for key, value in before.items():
+        other = after[key]
+        if key == "rng":
+            assert (value is None) == (other is None), key
+            if value is not None:
+                np.testing.assert_array_equal(value[0], other[0])
+                assert value[1] == other[1]
+        elif isinstance(value, list) and value and isinstance(value[0], np.ndarray):
+            assert len(value) == len(other), key
+            for a, b in zip(value, other, strict=True):
+                np.testing.assert_array_equal(a, b, err_msg=key)
+        elif value is None or other is None:
+            assert value is other, f"{key}: {value!r} became {other!r}"
+        else:
+            np.testing.assert_array_equal(value, other, err_msg=key)
+
+
+# -- the table ---------------------------------------------------------------------------
+#
+# A row: (id, method, arguments, exception, message, which estimators).
+# ``arguments`` builds (X, y, sample_weight, extra keyword arguments) for the call.
+# ``which``: "all", "classifier" or "regressor".
+
+
+def _with(array, index, value, dtype=float):
+    array = np.array(array, dtype=dtype, copy=True)
+    array.flat[index] = value
+    return array
+
+
+def _w(value=1.0, index=None):
+    weights = np.ones(len(Y))
+    if index is None:
+        weights[:] = value
+    else:
+        weights[index] = value
+    return weights
+
+
+_DATA_ROWS = [
+    # (id, X, y, sample_weight, exception, message)
+    ("nan-X", _with(X, 7, np.nan), Y, None, ValueError, "Input X contains NaN"),
+    ("inf-X", _with(X, 3, np.inf), Y, None, ValueError, "Input X contains infinity"),
+    ("-inf-X", _with(X, 3, -np.inf), Y, None, ValueError, "Input X contains infinity"),
+    ("nan-y", X, _with(Y, 5, np.nan), None, ValueError, "Input y contains NaN"),
+    ("inf-y", X, _with(Y, 5, np.inf), None, ValueError, "Input y contains infinity"),
+    ("nan-weight", X, Y, _w(np.nan, 4), ValueError, "Input sample_weight contains NaN"),
+    ("inf-weight", X, Y, _w(np.inf, 4), ValueError, "Input sample_weight contains infinity"),
+    ("negative-weight", X, Y, _w(-1.0, 4), ValueError,
+     "Negative values in data passed to `sample_weight`"),
+    ("zero-weights", X, Y, _w(0.0), ValueError,
+     "Sample weights must contain at least one non-zero number"),
+    ("weight-length", X, Y, np.ones(len(Y) - 1), ValueError,
+     r"sample_weight.shape == \(149,\), expected \(150,\)"),
+    ("string-X", np.full(X.shape, "a"), Y, None, ValueError, "could not convert string to float"),
+    ("object-X", np.array([[1.0, "x", 2.0, 3.0]] * len(Y), dtype=object), Y, None, ValueError,
+     "could not convert string to float: 'x'"),
+    ("complex-X", X + 1j, Y, None, ValueError, "Complex data not supported"),
+    ("1-D-X", X[:, 0], Y, None, ValueError, "Expected 2D array, got 1D array instead"),
+    ("3-D-X", X[:, :, None], Y, None, ValueError, "Found array with dim 3"),
+    ("zero-rows", X[:0], Y[:0], None, ValueError, r"Found array with 0 sample\(s\)"),
+    ("zero-features", X[:, :0], Y, None, ValueError, r"Found array with 0 feature\(s\)"),
+    ("y-length", X, Y[:-1], None, ValueError, "inconsistent numbers of samples: \\[150, 149\\]"),
+    ("multi-output-y", X, np.c_[Y, Y], None, ValueError,
+     r"y should be a 1d array, got an array of shape \(150, 2\)"),
+]
+
+ROWS = []
+for _id, _Xb, _yb, _sw, _exc, _msg in _DATA_ROWS:
+    for _method in ("fit", "partial_fit"):
+        ROWS.append((f"{_method}-{_id}", _method, (_Xb, _yb, _sw, {}), _exc, _msg, "all"))
+ROWS += [
+    ("partial_fit-n-features", "partial_fit", (X[:, :3], Y, None, {}), ValueError,
+     "X has 3 features, but .* is expecting 4 features", "all"),
+    ("predict-n-features", "predict", (X[:, :3],), ValueError,
+     "X has 3 features, but .* is expecting 4 features", "all"),
+    ("predict-nan", "predict", (_with(X, 2, np.nan),), ValueError, "Input X contains NaN", "all"),
+    ("predict-1-D", "predict", (X[0],), ValueError, "Expected 2D array", "all"),
+    ("predict-string", "predict", (np.full(X.shape, "a"),), ValueError,
+     "could not convert string to float", "all"),
+    ("predict-zero-rows", "predict", (X[:0],), ValueError, r"0 sample\(s\)", "all"),
+    ("fit-string-y", "fit", (X, np.array(["a", "b", "c"])[Y], None, {}), ValueError,
+     "y must be numeric for a regressor", "regressor"),
+    ("fit-single-class", "fit", (X, np.zeros(len(Y), dtype=int), None, {}), ValueError,
+     r"needs samples of at least 2 classes; got 1 class: \[0\]", "classifier"),
+    ("fit-single-class-new-features", "fit", (X[:, :3], np.ones(len(Y), dtype=int), None, {}),
+     ValueError, "at least 2 classes", "classifier"),
+    ("partial_fit-unknown-label", "partial_fit", (X, np.where(Y == 2, 7, Y), None, {}),
+     ValueError, r"Labels \[7\] are not in classes_=\[0, 1, 2\]", "classifier"),
+    ("partial_fit-classes-changed", "partial_fit", (X, Y, None, {"classes": [0, 1, 2, 3]}),
+     ValueError, r"classes=\[0, 1, 2, 3\] is not classes_=\[0, 1, 2\]", "classifier"),
+    ("partial_fit-continuous-y", "partial_fit", (X, Y + 0.5, None, {}), ValueError,
+     "Unknown label type", "classifier"),
+]
+
+
+def _applies(which, estimator):
+    return which == "all" or (which == "classifier") == is_classifier(estimator())
+
+
+def _call(model, method, arguments):
+    if method == "predict":
+        return model.predict(*arguments)
+    X_, y_, sample_weight, extra = arguments
+    if method == "partial_fit" and is_classifier(model):
+        extra = {"classes": None, **extra}
+    return getattr(model, method)(X_, y_, sample_weight=sample_weight, **extra)
+
+
+_CASES = [
+    pytest.param(estimator, row, id=f"{estimator.__name__}-{row[0]}")
+    for estimator in ESTIMATORS
+    for row in ROWS
+    if _applies(row[5], estimator)
+]
+
+
+@pytest.mark.parametrize(("estimator", "row"), _CASES)
+def test_bad_input_row(fitted, estimator, row):
+    _, method, arguments, exception, message, _ = row
+    model = fitted(estimator)
+    before, predictions = _fitted_state(model), model.predict(X)
+    with pytest.raises(exception, match=message):
+        _call(model, method, arguments)
+    _assert_same_state(before, _fitted_state(model))
+    np.testing.assert_array_equal(model.predict(X), predictions)
+
+
+def test_the_table_covers_every_estimator():
+    for estimator in ESTIMATORS:
+        ids = {row[0] for row in ROWS if _applies(row[5], estimator)}
+        assert len(ids) >= 40, (estimator, len(ids))
+
+
+# -- pandas column names -------------------------------------------------------------------
+
+_FRAME = pd.DataFrame(X, columns=COLUMNS)
+_FRAME_ROWS = [
+    ("reordered", _FRAME[COLUMNS[::-1]], "Feature names must be in the same order"),
+    ("renamed", _FRAME.rename(columns={"petal_w": "petal_width"}),
+     "Feature names unseen at fit time:\n- petal_width"),
+]
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS)
+@pytest.mark.parametrize("method", ["predict", "partial_fit"])
+@pytest.mark.parametrize(("case", "frame", "message"), _FRAME_ROWS, ids=[r[0] for r in _FRAME_ROWS])
+def test_dataframe_columns_must_match(fitted, estimator, method, case, frame, message):
+    model = fitted(estimator, frame=True)
+    before, predictions = _fitted_state(model), model.predict(_FRAME)
+    with pytest.raises(ValueError, match=message):
+        if method == "predict":
+            model.predict(frame)
+        else:
+            _call(model, "partial_fit", (frame, Y, None, {}))
+    _assert_same_state(before, _fitted_state(model))
+    np.testing.assert_array_equal(model.predict(_FRAME), predictions)
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS)
+def test_failed_refit_keeps_feature_names(fitted, estimator):
+    """A fit that fails on its input must not forget the names of the previous fit."""
+    model = fitted(estimator, frame=True)
+    before = _fitted_state(model)
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        model.fit(_with(X, 0, np.nan), Y)
+    _assert_same_state(before, _fitted_state(model))
+
+
+# -- parameters --------------------------------------------------------------------------
+
+_PARAM_ROWS = [
+    ({"max_iter": -1}, InvalidParameterError,
+     r"The 'max_iter' parameter of \w+ must be an int in the range \[1, inf\)\. Got -1"),
+    ({"batch_size": 0}, InvalidParameterError,
+     r"The 'batch_size' parameter of \w+ must be a str among \{'auto'\} or an int in the "
+     r"range \[1, inf\)\. Got 0"),
+    ({"validation_fraction": 1.5}, InvalidParameterError,
+     r"The 'validation_fraction' parameter of \w+ must be a float in the range \(0\.0, 1\.0\)"),
+    ({"learning_rate": "nope"}, ValueError,
+     r"Unknown learning rate 'nope'; valid aliases are \[.*'invscaling'"),
+    ({"learning_loss": "nope"}, ValueError,
+     r"Unknown learning loss 'nope'; valid aliases are \[.*'squared_error'"),
+    ({"learning_penalty": "nope"}, ValueError,
+     r"Unknown learning penalty 'nope'; valid aliases are \[.*'l2'"),
+]
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS)
+@pytest.mark.parametrize(("params", "exception", "message"), _PARAM_ROWS,
+                         ids=[next(iter(r[0])) for r in _PARAM_ROWS])
+def test_invalid_parameters_raise_at_fit(fitted, estimator, params, exception, message):
+    # __init__ only stores: scikit-learn validates in fit.
+    fresh = estimator(**params)
+    with pytest.raises(exception, match=message):
+        fresh.fit(X, Y)
+    assert not hasattr(fresh, "optimizer_")
+
+    model = fitted(estimator)
+    before = _fitted_state(model)
+    model.set_params(**params)
+    with pytest.raises(exception, match=message):
+        model.fit(X, Y)
+    _assert_same_state(before, _fitted_state(model))
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS)
+@pytest.mark.parametrize(("params", "exception", "message"), _PARAM_ROWS[1:],
+                         ids=[next(iter(r[0])) for r in _PARAM_ROWS[1:]])
+def test_invalid_parameters_raise_at_partial_fit(fitted, estimator, params, exception,
+                                                 message):
+    """scikit-learn's SGD estimators validate their parameters at every partial_fit."""
+    model = fitted(estimator)
+    before = _fitted_state(model)
+    model.set_params(**params)
+    with pytest.raises(exception, match=message):
+        _call(model, "partial_fit", (X, Y, None, {}))
+    _assert_same_state(before, _fitted_state(model))
+
+
+# -- the engine ----------------------------------------------------------------------------
+
+
+def _graph(dead_weight=True, weight_type=TensorProto.FLOAT):
+    """Y = X @ W1 (+ an int64 initializer K); W2 feeds a node whose result is no output."""
+    nodes = [oh.make_node("MatMul", ["X", "W1"], ["Y"])]
+    if dead_weight:
+        nodes.append(oh.make_node("Add", ["X", "W2"], ["dead"]))
+    inits = [
+        numpy_helper.from_array(
+            np.ones((2, 1), dtype=onnx.helper.tensor_dtype_to_np_dtype(weight_type)), "W1"),
+        numpy_helper.from_array(np.ones((1, 2), dtype=np.float32), "W2"),
+        numpy_helper.from_array(np.array([1], dtype=np.int64), "K"),
+    ]
+    graph = oh.make_graph(
+        nodes, "g", [oh.make_tensor_value_info("X", weight_type, [None, 2])],
+        [oh.make_tensor_value_info("Y", weight_type, [None, 1])], inits,
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
+
+
+@pytest.mark.parametrize(("weights", "dead", "message"), [
+    (["W1", "nope"], True, r"Unknown weights \['nope'\]: the model's initializers are "
+                           r"\['K', 'W1', 'W2'\]"),
+    (["W1", "K"], True, r"Weights \['K'\] are not floating point tensors"),
+    (["W1", "W2"], True, r"Weights \['W2'\] do not reach the outputs \['Y'\]"),
+    (["W2"], True, r"Weights \['W2'\] do not reach the outputs"),
+    # W2 feeds no node at all: onnxruntime would silently drop it.
+    (["W1", "W2"], False, r"Weights \['W2'\] do not reach the outputs"),
+], ids=["unknown", "integer", "dead-branch", "only-dead", "unused"])
+def test_engine_rejects_bad_weights(weights, dead, message):
+    with pytest.raises(ValueError, match=message):
+        OrtGradientForwardBackward(_graph(dead), weights_to_train=weights)
+
+
+def test_engine_rejects_gradient_of_another_dtype():
+    engine = OrtGradientForwardBackward(_graph(), weights_to_train=["W1"])
+    function = engine.new_instance()
+    x = np.ones((3, 2), dtype=np.float32)
+    w1 = np.ones((2, 1), dtype=np.float32)
+    function.forward([x, w1], training=True)
+    with pytest.raises(TypeError, match="Gradient of output 0 has dtype float64, the graph "
+                                        "expects float32"):
+        function.backward([np.ones((3, 1), dtype=np.float64)])
+    with pytest.raises(ValueError, match="backward expects 1 output gradients"):
+        function.backward([])
+    # The right dtype still works afterwards.
+    function.forward([x, w1], training=True)
+    gradient = function.backward([np.ones((3, 1), dtype=np.float32)])
+    np.testing.assert_allclose(gradient[0].numpy(), x.T @ np.ones((3, 1)))
