@@ -8,7 +8,7 @@ from skl_ortgrad.estimators import (
     OnnxSGDClassifier,
     OnnxSGDRegressor,
 )
-from skl_ortgrad.exceptions import ConvergenceError
+from skl_ortgrad.exceptions import ConvergenceError, PickleVersionWarning
 from skl_ortgrad.training.sgd_learning_loss import (
     AbsoluteLearningLoss,
     BaseLearningLoss,
@@ -56,5 +56,6 @@ __all__ = [
     "OnnxMLPRegressor",
     "OnnxSGDClassifier",
     "OnnxSGDRegressor",
+    "PickleVersionWarning",
     "SquareLearningLoss",
 ]

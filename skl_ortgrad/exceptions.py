@@ -8,3 +8,11 @@ class ConvergenceError(ValueError):
     ended with a finite loss (the weights it had before the call when none did), so it
     stays usable: ``predict`` works and training can resume with a smaller learning rate.
     """
+
+
+class PickleVersionWarning(UserWarning):
+    """An estimator pickled by another version of skl_ortgrad was loaded.
+
+    The state format is the same, so it loads; for models that must outlive a version,
+    store ``to_onnx()`` instead.
+    """

@@ -14,16 +14,16 @@ import numpy as np
 import onnx
 import pandas as pd
 import pytest
+from _estimators import ALL_ESTIMATORS
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 from sklearn.base import is_classifier
 from sklearn.datasets import load_iris
 from sklearn.utils._param_validation import InvalidParameterError
 
-from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
 from skl_ortgrad.training.ortgradient import OrtGradientForwardBackward
 
-ESTIMATORS = [OnnxSGDRegressor, OnnxSGDClassifier]
+ESTIMATORS = ALL_ESTIMATORS
 
 _X, _Y = load_iris(return_X_y=True)
 X = (_X - _X.mean(axis=0)) / _X.std(axis=0)
@@ -60,8 +60,11 @@ def _fitted_state(model):
         "t_": model.t_,
         "n_iter_": model.n_iter_,
         "loss_curve_": list(model.loss_curve_),
-        "coef_": model.coef_.copy(),
-        "intercept_": model.intercept_.copy(),
+        # The fitted weight attributes of whichever kind of estimator this is.
+        **{name: np.copy(getattr(model, name)) for name in ("coef_", "intercept_")
+           if hasattr(model, name)},
+        **{name: [np.copy(w) for w in getattr(model, name)]
+           for name in ("coefs_", "intercepts_") if hasattr(model, name)},
         "n_features_in_": model.n_features_in_,
         "feature_names_in_": getattr(model, "feature_names_in_", None),
         "classes_": getattr(model, "classes_", None),
@@ -141,8 +144,9 @@ _DATA_ROWS = [
 
 ROWS = []
 for _id, _Xb, _yb, _sw, _exc, _msg in _DATA_ROWS:
+    _which = "single-output" if _id == "multi-output-y" else "all"
     for _method in ("fit", "partial_fit"):
-        ROWS.append((f"{_method}-{_id}", _method, (_Xb, _yb, _sw, {}), _exc, _msg, "all"))
+        ROWS.append((f"{_method}-{_id}", _method, (_Xb, _yb, _sw, {}), _exc, _msg, _which))
 ROWS += [
     ("partial_fit-n-features", "partial_fit", (X[:, :3], Y, None, {}), ValueError,
      "X has 3 features, but .* is expecting 4 features", "all"),
@@ -169,6 +173,9 @@ ROWS += [
 
 
 def _applies(which, estimator):
+    if which == "single-output":
+        # Multi-output y is valid input for a multi-output regressor (OnnxMLPRegressor).
+        return not estimator().__sklearn_tags__().target_tags.multi_output
     return which == "all" or (which == "classifier") == is_classifier(estimator())
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _estimators import ALL_ESTIMATORS
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -16,7 +17,7 @@ from sklearn.base import is_classifier
 
 from skl_ortgrad import ConvergenceError, OnnxSGDClassifier, OnnxSGDRegressor
 
-ESTIMATORS = [OnnxSGDRegressor, OnnxSGDClassifier]
+ESTIMATORS = ALL_ESTIMATORS
 
 SETTINGS = settings(
     max_examples=20, deadline=None, derandomize=True, database=None,

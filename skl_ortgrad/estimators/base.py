@@ -43,6 +43,30 @@ def mean_squared_norm(X: Any) -> float:
     return float(squares) / X.shape[0]
 
 
+def numeric_targets(y: Any) -> np.ndarray:
+    """A regressor's ``y`` as float64 of shape (n_samples, n_outputs).
+
+    Numbers held in an object array are numbers (scikit-learn's ``y_numeric``).
+
+    Raises
+    ------
+    ValueError
+        If ``y`` holds anything but numbers.
+    """
+    y = np.asarray(y)
+    if y.dtype.kind == "O":
+        try:
+            y = y.astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"y must be numeric for a regressor; its object values could not be "
+                f"converted to float: {exc}"
+            ) from exc
+    if y.dtype.kind not in "iufb":
+        raise ValueError(f"y must be numeric for a regressor, got dtype {y.dtype}.")
+    return y.astype(np.float64).reshape((y.shape[0], -1))
+
+
 class Template:
     """The ONNX graph an estimator trains and serves.
 
@@ -270,14 +294,14 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
                 y_numeric=False, multi_output=self._multi_output, ensure_min_samples=1,
             )
             dtype = self._dtype()
-            if restart:
-                self._start(X, y, sample_weight)
-            X = self._preprocess(X).astype(dtype, copy=False)
-            targets = self._prepare_targets(y, restart, classes).astype(dtype, copy=False)
             if sample_weight is not None:
                 sample_weight = _check_sample_weight(
                     sample_weight, X, dtype=dtype, ensure_non_negative=True
                 )
+            targets = self._prepare_targets(y, restart, classes).astype(dtype, copy=False)
+            if restart:
+                self._start(X, y, sample_weight)
+            X = self._preprocess(X).astype(dtype, copy=False)
             if restart:
                 parse_device(self.device)
                 device_providers(self.device)

@@ -29,7 +29,12 @@ from sklearn.linear_model import LogisticRegression, SGDClassifier
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
-from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, mean_squared_norm
+from skl_ortgrad.estimators.base import (
+    BaseOnnxEstimator,
+    Template,
+    mean_squared_norm,
+    numeric_targets,
+)
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin
 from skl_ortgrad.training.sgd_learning_loss import (
     BaseLearningLoss,
@@ -218,7 +223,7 @@ class OnnxGradientRegressor(RegressorMixin, _BaseOnnxGradient):
         return SquareLearningLoss()
 
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
-        return np.asarray(y, dtype=np.float64).reshape((len(y), -1))
+        return numeric_targets(y)
 
     def predict(self, X: Any) -> np.ndarray:
         """Predictions of the trained graph, shape (n_samples,)."""
@@ -250,6 +255,8 @@ class OnnxGradientClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxG
 
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
         if first_call:
-            _, _, final = _split(self.estimator_)
-            classes = final.classes_
+            # A fitted model keeps its classes; an unfitted one learns them from y.
+            _, _, final = _split(self.estimator)
+            fitted_classes = getattr(final, "classes_", None)
+            classes = classes if fitted_classes is None else fitted_classes
         return super()._prepare_targets(y, first_call, classes)

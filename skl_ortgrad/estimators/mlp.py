@@ -21,7 +21,7 @@ from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template
+from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, numeric_targets
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
 from skl_ortgrad.training.sgd_learning_loss import SquareLearningLoss
 from skl_ortgrad.training.sgd_learning_penalty import ElasticLearningPenalty
@@ -208,10 +208,7 @@ class OnnxMLPRegressor(RegressorMixin, _BaseOnnxMLP):
         return tags
 
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
-        y = np.asarray(y)
-        if y.dtype.kind not in "iufbO":
-            raise ValueError(f"y must be numeric for a regressor, got dtype {y.dtype}.")
-        y = y.astype(np.float64).reshape((y.shape[0], -1))
+        y = numeric_targets(y)
         if first_call:
             self.n_outputs_ = y.shape[1]
         elif y.shape[1] != self.n_outputs_:

@@ -12,7 +12,12 @@ from skl2onnx import to_onnx
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.linear_model import LinearRegression, LogisticRegression, SGDClassifier
 
-from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, mean_squared_norm
+from skl_ortgrad.estimators.base import (
+    BaseOnnxEstimator,
+    Template,
+    mean_squared_norm,
+    numeric_targets,
+)
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
 from skl_ortgrad.training.sgd_learning_loss import SquareLearningLoss
 from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
@@ -144,19 +149,7 @@ class OnnxSGDRegressor(RegressorMixin, BaseOnnxEstimator):
         return LearningRateSGD(eta0=eta0, learning_rate="invscaling")
 
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
-        y = np.asarray(y)
-        if y.dtype.kind == "O":
-            # Numbers held in an object array are numbers (scikit-learn's y_numeric).
-            try:
-                y = y.astype(np.float64)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(
-                    f"y must be numeric for a regressor; its object values could not be "
-                    f"converted to float: {exc}"
-                ) from exc
-        if y.dtype.kind not in "iufb":
-            raise ValueError(f"y must be numeric for a regressor, got dtype {y.dtype}.")
-        return y.astype(np.float32).reshape((-1, 1))
+        return numeric_targets(y)
 
     def _template(self, n_features: int, dtype: np.dtype) -> Template:
         model = LinearRegression()

@@ -49,7 +49,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from tqdm.auto import tqdm
 
-from skl_ortgrad.exceptions import ConvergenceError
+from skl_ortgrad.exceptions import ConvergenceError, PickleVersionWarning
 from skl_ortgrad.training.data_loader import MiniBatchLoader
 from skl_ortgrad.training.ortgradient import (
     OrtGradientForwardBackward,
@@ -70,10 +70,6 @@ LOSS_NAME = "loss"
 # Format of the pickled state of the optimizer; raise it when a change makes old pickles
 # unreadable (and teach __setstate__ to convert the formats that can be).
 _STATE_FORMAT = 1
-
-
-class PickleVersionWarning(UserWarning):
-    """An estimator pickled by another version of skl_ortgrad was loaded."""
 
 
 class _Diverged(Exception):
