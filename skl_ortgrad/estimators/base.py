@@ -23,7 +23,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from skl_ortgrad.exceptions import ConvergenceError
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
-from skl_ortgrad.training.ortgradient import device_providers, parse_device
+from skl_ortgrad.training.ortgradient import device_providers, log_severity, parse_device
 from skl_ortgrad.training.sgd_learning_loss import BaseLearningLoss
 from skl_ortgrad.training.sgd_learning_penalty import BaseLearningPenalty
 from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate
@@ -411,7 +411,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         if template.session is None:
             options = SessionOptions()
             options.intra_op_num_threads = int(self.n_threads)
-            options.log_severity_level = 3
+            options.log_severity_level = log_severity(verbose=self.verbose)
             inference = initializers_to_inputs(template.model, template.weights)
             if template.score not in {out.name for out in inference.graph.output}:
                 # decision_function reads the raw scores, an intermediate result.

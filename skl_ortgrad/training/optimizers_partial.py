@@ -34,6 +34,7 @@ start of the epoch, since the update may be half done.
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import warnings
@@ -54,6 +55,7 @@ from skl_ortgrad.training.data_loader import MiniBatchLoader
 from skl_ortgrad.training.ortgradient import (
     OrtGradientForwardBackward,
     device_providers,
+    log_severity,
     ort_device,
     parse_device,
 )
@@ -62,6 +64,8 @@ from skl_ortgrad.training.sgd_learning_penalty import BaseLearningPenalty
 from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate
 from skl_ortgrad.utils.onnx_model import OPSET
 from skl_ortgrad.utils.orttraining_helper import get_train_initializer, merge_loss_graph
+
+logger = logging.getLogger(__name__)
 
 LABEL_NAME = "label"
 LOSS_NAME = "loss"
@@ -173,7 +177,10 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         If True, :meth:`fit` continues from the last fitted weights and ``t_``;
         otherwise it starts from the initializers of ``model_onnx``.
     verbose : int
-        0: silent; 1: a progress bar over epochs with the loss.
+        0: silent; 1: a progress bar over epochs with the loss (and the validation score
+        or loss); 2: also a progress bar over the batches of each epoch, and
+        onnxruntime's warnings. Every epoch is also logged at INFO level on the
+        ``skl_ortgrad`` logger (``logging.getLogger("skl_ortgrad")``).
     validation_every : float or int
         With validation data, compute the validation loss every
         ``max(1, round(validation_every * max_iter))`` epochs if below 1, else every
@@ -361,7 +368,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
             options = SessionOptions()
             options.intra_op_num_threads = int(self.n_threads)
             options.inter_op_num_threads = 1
-            options.log_severity_level = 0 if self.enable_logging else 3
+            options.log_severity_level = log_severity(self.enable_logging, self.verbose)
             _, index = parse_device(self.device)
             engines[key] = OrtGradientForwardBackward(
                 train_model,
@@ -513,14 +520,25 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                         score = float(val_scorer())
                         self.validation_scores_.append(score)
                         monitored = -score
-                if self.verbose:
-                    progress.set_postfix(loss=f"{loss:.4g}")
+                self._report(progress, epoch, loss)
                 if self.tol is not None:
                     no_improvement = no_improvement + 1 if monitored > best - self.tol else 0
                     best = min(best, monitored)
                     if no_improvement >= self.n_iter_no_change:
                         return epoch + 1
         return epoch + 1 if epochs else 0
+
+    def _report(self, progress: Any, epoch: int, loss: float) -> None:
+        """Log the epoch, and show it on the progress bar when ``verbose``."""
+        shown = {"loss": f"{loss:.4g}"}
+        if self.validation_scores_:
+            shown["validation score"] = f"{self.validation_scores_[-1]:.4g}"
+        elif self.validation_losses_:
+            shown["validation loss"] = f"{self.validation_losses_[-1]:.4g}"
+        logger.info("epoch %d: %s", len(self.train_losses_),
+                    ", ".join(f"{key}={value}" for key, value in shown.items()))
+        if self.verbose:
+            progress.set_postfix(shown)
 
     def _epoch(
         self,
@@ -541,10 +559,13 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         # onnxruntime overwrites these vectors at every call: allocated once per epoch.
         outputs, gradients = OrtValueVector(), OrtValueVector()
         updating = False
+        # verbose >= 2: a progress bar over the batches with the batch loss and rate.
+        detail = self.verbose >= 2
+        batches = tqdm(loader, total=len(loader), unit="batch", leave=False) if detail else loader
         try:
             # Each batch's output gradient is 1 / (its summed weights): the gradient of
             # the batch's weighted mean loss.
-            for batch, (n_rows, batch_weight, feeds, grad) in enumerate(loader):
+            for batch, (n_rows, batch_weight, feeds, grad) in enumerate(batches):
                 if interrupt.pending:
                     # Ctrl-C arrived during the previous batch: stop at its end.
                     raise KeyboardInterrupt
@@ -564,6 +585,8 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                 total += loss
                 weight_sum += batch_weight
                 last = loss / batch_weight if batch_weight else 0.0
+                if detail:
+                    batches.set_postfix(loss=f"{last:.4g}", eta=f"{eta:.3g}")
         except BaseException as exc:
             if updating:
                 raise _TornUpdate() from exc

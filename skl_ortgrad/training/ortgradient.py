@@ -82,6 +82,17 @@ def device_providers(device: str) -> list[str]:
     return [provider] if kind == "cpu" else [provider, _PROVIDERS["cpu"]]
 
 
+def log_severity(enable_logging: bool = False, verbose: int = 0) -> int:
+    """onnxruntime's log severity for our sessions.
+
+    Everything with ``enable_logging``; its warnings (e.g. "unreachable nodes" in
+    converted graphs, harmless here) only from ``verbose >= 2``; otherwise errors only.
+    """
+    if enable_logging:
+        return 0
+    return 2 if verbose >= 2 else 3
+
+
 def ort_device(device: str) -> OrtDevice:
     """The ``OrtDevice`` for ``'cpu'``, ``'cuda'`` or ``'cuda:<index>'``."""
     kind, index = parse_device(device)
@@ -419,7 +430,7 @@ class OrtGradientForwardBackward:
         options = SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        options.log_severity_level = 0 if self.enable_logging else 3
+        options.log_severity_level = log_severity(self.enable_logging)
         return options
 
     def _providers(self) -> tuple[list[str], str]:
