@@ -349,3 +349,48 @@ def test_engine_rejects_gradient_of_another_dtype():
     function.forward([x, w1], training=True)
     gradient = function.backward([np.ones((3, 1), dtype=np.float32)])
     np.testing.assert_allclose(gradient[0].numpy(), x.T @ np.ones((3, 1)))
+
+
+# -- the optimizer -------------------------------------------------------------------------
+
+_OPT_ROWS = [
+    ("nan-X", lambda: (_with(X, 1, np.nan), Y, None), "X contains NaN or infinity"),
+    ("inf-y", lambda: (X, np.where(np.arange(len(Y)) == 3, np.inf, Y), None),
+     "y contains NaN or infinity"),
+    ("nan-weight", lambda: (X, Y, _w(np.nan, 2)), "sample_weight must be finite"),
+    ("negative-weight", lambda: (X, Y, _w(-1.0, 2)), "finite and non-negative"),
+    ("zero-weights", lambda: (X, Y, np.zeros(len(Y))), "sample_weight is zero everywhere"),
+    ("1-D-X", lambda: (X[:, 0], Y, None), "X must be a 2-D array"),
+    ("3-D-X", lambda: (X[:, :, None], Y, None), "X must be a 2-D array"),
+    ("zero-rows", lambda: (X[:0], Y[:0], None), "X has 0 rows"),
+    ("y-length", lambda: (X, Y[:-1], None), "X has 150 rows but y has 149"),
+    ("weight-length", lambda: (X, Y, np.ones(3)), "sample_weight has 3 values for 150 rows"),
+]
+
+
+@pytest.fixture(scope="module")
+def fitted_optimizer():
+    from skl2onnx import to_onnx
+    from sklearn.linear_model import LinearRegression
+
+    from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
+    from skl_ortgrad.utils.onnx_model import TARGET_OPSET
+
+    onx = to_onnx(LinearRegression().fit(X, Y), X[:1].astype(np.float32),
+                  target_opset=TARGET_OPSET, black_op={"LinearRegressor"})
+    optimizer = OrtGradientForwardBackwardOptimizer(onx, max_iter=2, random_state=0)
+    return optimizer.fit(X.astype(np.float32), Y)
+
+
+@pytest.mark.parametrize("method", ["fit", "partial_fit"])
+@pytest.mark.parametrize(("row", "make", "message"), _OPT_ROWS, ids=[r[0] for r in _OPT_ROWS])
+def test_optimizer_bad_input_changes_nothing(fitted_optimizer, method, row, make, message):
+    optimizer = copy.deepcopy(fitted_optimizer)
+    before = ([w.copy() for w in optimizer.weights_], optimizer.t_,
+              list(optimizer.train_losses_))
+    X_bad, y_bad, weights = make()
+    with pytest.raises(ValueError, match=message):
+        getattr(optimizer, method)(X_bad, y_bad, sample_weight=weights)
+    for a, b in zip(optimizer.weights_, before[0], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert (optimizer.t_, optimizer.train_losses_) == before[1:]

@@ -383,13 +383,30 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
     def _as_arrays(
         self, X: Any, y: Any, sample_weight: Any
     ) -> tuple[list[Any], bool]:
+        """Check the data and cast it to the graph's dtype, before anything changes.
+
+        The estimators validate their input the scikit-learn way; these checks make the
+        optimizer, a public API too, refuse what would otherwise surface later as a
+        divergence or a shape error deep in onnxruntime.
+        """
         dtype = self._model_dtype()
+        if getattr(X, "ndim", None) != 2:
+            raise ValueError(
+                f"X must be a 2-D array or sparse matrix, got {getattr(X, 'ndim', type(X))} "
+                "dimension(s); reshape a single feature with X.reshape(-1, 1)."
+            )
+        if X.shape[0] == 0:
+            raise ValueError("X has 0 rows: there is nothing to train on.")
+        X = X.astype(dtype, copy=False)
+        if not np.isfinite(X.data if hasattr(X, "toarray") else X).all():
+            raise ValueError("X contains NaN or infinity: remove or impute those values.")
         y = np.asarray(y, dtype=dtype)
         if y.ndim == 1:
             y = y.reshape((-1, 1))
         if X.shape[0] != y.shape[0]:
             raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}.")
-        X = X.astype(dtype, copy=False)
+        if not np.isfinite(y).all():
+            raise ValueError("y contains NaN or infinity: remove or impute those values.")
         if sample_weight is None:
             return [X, y], False
         sample_weight = np.asarray(sample_weight, dtype=dtype).reshape((-1,))
@@ -397,6 +414,10 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
             raise ValueError(
                 f"sample_weight has {sample_weight.shape[0]} values for {X.shape[0]} rows."
             )
+        if not np.isfinite(sample_weight).all() or (sample_weight < 0).any():
+            raise ValueError("sample_weight must be finite and non-negative.")
+        if not sample_weight.any():
+            raise ValueError("sample_weight is zero everywhere: no row would be trained on.")
         return [X, y, sample_weight], True
 
     # -- training ---------------------------------------------------------------------
@@ -427,13 +448,12 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
             rule, which becomes scikit-learn's early stopping: stop when the score has
             not improved by ``tol`` for ``n_iter_no_change`` epochs.
         """
+        data = self._as_arrays(X, y, sample_weight)
         self._resolve_objects()
         if not (self.warm_start and hasattr(self, "weights_")):
             self._reset()
         try:
-            self.n_iter_ = self._run(
-                X, y, sample_weight, int(self.max_iter), X_val, y_val, val_scorer
-            )
+            self.n_iter_ = self._run(data, int(self.max_iter), X_val, y_val, val_scorer)
         except BaseException:
             # Divergence, Ctrl-C...: the epochs completed before it are what ran.
             self.n_iter_ = self.__dict__.get("epochs_completed_", 0)
@@ -448,10 +468,11 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         The current parameters apply: a learning rate, loss or penalty changed with
         ``set_params`` since the last call is used from this epoch on.
         """
+        data = self._as_arrays(X, y, sample_weight)
         self._resolve_objects()
         if not hasattr(self, "weights_"):
             self._reset()
-        self._run(X, y, sample_weight, 1, None, None, None)
+        self._run(data, 1, None, None, None)
         return self
 
     def _random_state(self) -> np.random.RandomState:
@@ -470,11 +491,11 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         return int(self.validation_every)
 
     def _run(
-        self, X: Any, y: Any, sample_weight: Any, epochs: int, X_val: Any, y_val: Any,
+        self, data: tuple[list[Any], bool], epochs: int, X_val: Any, y_val: Any,
         val_scorer: Any,
     ) -> int:
-        """Run up to ``epochs`` epochs; return how many ran."""
-        arrays, weighted = self._as_arrays(X, y, sample_weight)
+        """Run up to ``epochs`` epochs over checked ``data``; return how many ran."""
+        arrays, weighted = data
         engine = self._engine(weighted)
         function = engine.new_instance()
         device = ort_device(engine.cls_type_.device)
