@@ -61,12 +61,6 @@ def make_model(
     return helper.make_model(graph, opset_imports=imports, ir_version=IR_VERSION)
 
 
-def downgrade_model(model: ModelProto) -> ModelProto:
-    """Stamp IR version :data:`IR_VERSION` on a model made elsewhere (in place, returned)."""
-    model.ir_version = min(model.ir_version, IR_VERSION)
-    return model
-
-
 def initializers_to_inputs(model: ModelProto, names: Iterable[str]) -> ModelProto:
     """Return a copy of ``model`` where initializers ``names`` are graph inputs instead.
 
