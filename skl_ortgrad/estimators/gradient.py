@@ -253,6 +253,15 @@ class OnnxGradientClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxG
             return NegLogLearningLoss(eps=0.0, probability_function="softmax")
         return NegLogLearningLoss(eps=0.0)
 
+    def partial_fit(
+        self, X: Any, y: Any, classes: Any = None, sample_weight: Any = None
+    ) -> OnnxGradientClassifier:
+        """One epoch over ``(X, y)``; ``classes`` is needed on the first call only when
+        the wrapped estimator is not fitted (a fitted one keeps its own classes)."""
+        if classes is None and not hasattr(self, "optimizer_"):
+            classes = getattr(_split(self.estimator)[2], "classes_", None)
+        return super().partial_fit(X, y, classes=classes, sample_weight=sample_weight)
+
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
         if first_call:
             # A fitted model keeps its classes; an unfitted one learns them from y.

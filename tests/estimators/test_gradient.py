@@ -131,3 +131,13 @@ def test_partial_fit_streams_new_data(drifted_regression):
             tuned.partial_fit(X_new[chunk], y_new[chunk])
         scores.append(tuned.score(X_new, y_new))
     assert scores[-1] > scores[0] > fitted.score(X_new, y_new)
+
+
+def test_classifier_partial_fit_takes_the_fitted_classes():
+    X, y = make_classification(n_samples=300, n_features=5, n_classes=3, n_informative=3,
+                               random_state=0)
+    fitted = make_pipeline(StandardScaler(), LogisticRegression()).fit(X, y)
+    tuned = OnnxGradientClassifier(fitted, random_state=0).partial_fit(X, y)
+    np.testing.assert_array_equal(tuned.classes_, [0, 1, 2])
+    with pytest.raises(ValueError, match="classes must be passed"):
+        OnnxGradientClassifier(LogisticRegression()).partial_fit(X, y)
