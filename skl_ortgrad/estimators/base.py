@@ -336,9 +336,12 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         before = len(optimizer.train_losses_) if not restart else 0
         try:
             if partial:
-                optimizer.partial_fit(X, targets, sample_weight)
+                # validate_data checked the values: the optimizer only casts them.
+                optimizer._partial_fit_data(optimizer._as_arrays(X, targets, sample_weight))
             else:
-                optimizer.fit(X, targets, sample_weight, X_val, y_val, val_scorer=scorer)
+                optimizer._fit_data(
+                    optimizer._as_arrays(X, targets, sample_weight), X_val, y_val, scorer
+                )
         except (ConvergenceError, KeyboardInterrupt):
             # The weights reached so far stay usable: expose them before re-raising.
             self._sync(partial, before)

@@ -383,30 +383,19 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
     def _as_arrays(
         self, X: Any, y: Any, sample_weight: Any
     ) -> tuple[list[Any], bool]:
-        """Check the data and cast it to the graph's dtype, before anything changes.
-
-        The estimators validate their input the scikit-learn way; these checks make the
-        optimizer, a public API too, refuse what would otherwise surface later as a
-        divergence or a shape error deep in onnxruntime.
-        """
+        """Cast the data to the graph's dtype and shapes: (arrays, weighted)."""
         dtype = self._model_dtype()
         if getattr(X, "ndim", None) != 2:
             raise ValueError(
                 f"X must be a 2-D array or sparse matrix, got {getattr(X, 'ndim', type(X))} "
                 "dimension(s); reshape a single feature with X.reshape(-1, 1)."
             )
-        if X.shape[0] == 0:
-            raise ValueError("X has 0 rows: there is nothing to train on.")
         X = X.astype(dtype, copy=False)
-        if not np.isfinite(X.data if hasattr(X, "toarray") else X).all():
-            raise ValueError("X contains NaN or infinity: remove or impute those values.")
         y = np.asarray(y, dtype=dtype)
         if y.ndim == 1:
             y = y.reshape((-1, 1))
         if X.shape[0] != y.shape[0]:
             raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}.")
-        if not np.isfinite(y).all():
-            raise ValueError("y contains NaN or infinity: remove or impute those values.")
         if sample_weight is None:
             return [X, y], False
         sample_weight = np.asarray(sample_weight, dtype=dtype).reshape((-1,))
@@ -414,11 +403,34 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
             raise ValueError(
                 f"sample_weight has {sample_weight.shape[0]} values for {X.shape[0]} rows."
             )
-        if not np.isfinite(sample_weight).all() or (sample_weight < 0).any():
-            raise ValueError("sample_weight must be finite and non-negative.")
-        if not sample_weight.any():
-            raise ValueError("sample_weight is zero everywhere: no row would be trained on.")
         return [X, y, sample_weight], True
+
+    def _checked_arrays(
+        self, X: Any, y: Any, sample_weight: Any
+    ) -> tuple[list[Any], bool]:
+        """:meth:`_as_arrays` after checking values, before anything changes.
+
+        The estimators validate their input the scikit-learn way and skip this second
+        pass over the data; called directly, the optimizer refuses here what would
+        otherwise surface later as a divergence.
+        """
+        arrays, weighted = data = self._as_arrays(X, y, sample_weight)
+        X, y = arrays[:2]
+        if X.shape[0] == 0:
+            raise ValueError("X has 0 rows: there is nothing to train on.")
+        if not np.isfinite(X.data if hasattr(X, "toarray") else X).all():
+            raise ValueError("X contains NaN or infinity: remove or impute those values.")
+        if not np.isfinite(y).all():
+            raise ValueError("y contains NaN or infinity: remove or impute those values.")
+        if weighted:
+            sample_weight = arrays[2]
+            if not np.isfinite(sample_weight).all() or (sample_weight < 0).any():
+                raise ValueError("sample_weight must be finite and non-negative.")
+            if not sample_weight.any():
+                raise ValueError(
+                    "sample_weight is zero everywhere: no row would be trained on."
+                )
+        return data
 
     # -- training ---------------------------------------------------------------------
 
@@ -448,7 +460,13 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
             rule, which becomes scikit-learn's early stopping: stop when the score has
             not improved by ``tol`` for ``n_iter_no_change`` epochs.
         """
-        data = self._as_arrays(X, y, sample_weight)
+        return self._fit_data(self._checked_arrays(X, y, sample_weight), X_val, y_val,
+                              val_scorer)
+
+    def _fit_data(
+        self, data: tuple[list[Any], bool], X_val: Any, y_val: Any, val_scorer: Any
+    ) -> OrtGradientForwardBackwardOptimizer:
+        """:meth:`fit` on data already checked and cast (``_as_arrays``)."""
         self._resolve_objects()
         if not (self.warm_start and hasattr(self, "weights_")):
             self._reset()
@@ -468,7 +486,12 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         The current parameters apply: a learning rate, loss or penalty changed with
         ``set_params`` since the last call is used from this epoch on.
         """
-        data = self._as_arrays(X, y, sample_weight)
+        return self._partial_fit_data(self._checked_arrays(X, y, sample_weight))
+
+    def _partial_fit_data(
+        self, data: tuple[list[Any], bool]
+    ) -> OrtGradientForwardBackwardOptimizer:
+        """:meth:`partial_fit` on data already checked and cast (``_as_arrays``)."""
         self._resolve_objects()
         if not hasattr(self, "weights_"):
             self._reset()
