@@ -110,6 +110,14 @@ class Table:
         return "\n".join(lines) + "\n"
 
 
+def ratio_table(title: str, times: dict[str, float], ours: float) -> Table:
+    """Seconds per epoch of every contender, with ours / it and it / ours."""
+    table = Table(title, ["contender", "s/epoch", "ours / it", "it / ours"])
+    for name, value in times.items():
+        table.add(name, value, ratio(ours, value), ratio(value, ours))
+    return table
+
+
 def _fmt(cell: Any) -> str:
     if cell is None:
         return "n/a"

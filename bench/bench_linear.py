@@ -23,6 +23,7 @@ from _common import (
     print_tables,
     quiet_warnings,
     ratio,
+    ratio_table,
     rounds,
     torch_or_none,
     verdict,
@@ -164,13 +165,11 @@ def epoch_table(X: np.ndarray, y: np.ndarray, batch: int | str, n_rounds: int) -
     ours = times["ours: partial_fit (1 epoch, built)"]
     skl = times["sklearn SGDRegressor(max_iter=1, tol=None).fit"]
     tch = times.get("torch CPU loop (1 thread)")
-    table = Table(
+    table = ratio_table(
         f"Linear regression {N_ROWS // 1000}k x {N_FEATURES} float32, batch {batch} "
         f"(= {bs}): seconds per epoch",
-        ["contender", "s/epoch", "ours / it", "it / ours"],
+        times, ours,
     )
-    for name, value in times.items():
-        table.add(name, value, ratio(ours, value), ratio(value, ours))
     table.notes += [
         f"'ours' in the ratios is `partial_fit` on a built estimator; median of {n_rounds} "
         "interleaved rounds after 1 warm-up round.",

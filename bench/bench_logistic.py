@@ -18,6 +18,7 @@ from _common import (
     print_tables,
     quiet_warnings,
     ratio,
+    ratio_table,
     rounds,
     torch_or_none,
     verdict,
@@ -80,13 +81,11 @@ def epoch_table(n_classes: int, batch: int | str, n_rounds: int) -> Table:
     skl = times["sklearn SGDClassifier(log_loss, max_iter=1).fit"]
     tch = times.get("torch CPU loop (1 thread)")
     kind = "binary" if n_classes == 2 else f"{n_classes}-class"
-    table = Table(
+    table = ratio_table(
         f"Logistic classification, {kind}, {N_ROWS // 1000}k x {N_FEATURES} float32, "
         f"batch {batch} (= {bs}): seconds per epoch",
-        ["contender", "s/epoch", "ours / it", "it / ours"],
+        times, ours_t,
     )
-    for name, value in times.items():
-        table.add(name, value, ratio(ours_t, value), ratio(value, ours_t))
     table.notes += [
         f"median of {n_rounds} interleaved rounds after 1 warm-up; 'ours' in the ratios is "
         f"`partial_fit` on a built estimator; constant rate {ETA} (ours, torch).",
