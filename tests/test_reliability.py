@@ -41,7 +41,7 @@ from skl_ortgrad import (
     OnnxSGDRegressor,
 )
 from skl_ortgrad.training import optimizers_partial
-from skl_ortgrad.training.ortgradient import OrtGradientForwardBackwardFunction
+from skl_ortgrad.training.ortgradient_step import OrtGradientStep
 
 ESTIMATORS = [OnnxSGDRegressor, OnnxSGDClassifier]
 
@@ -86,19 +86,54 @@ def _assert_consistent(model):
     assert model.predict(X).shape == (len(X),)
 
 
+def _patch_steps(monkeypatch, hook):
+    """Replace the k-th SGD update (k = 1, 2, ...) by ``hook(k, rate, weights,
+    gradients, state, eta, update)``, where ``update(eta)`` is the real one; return the
+    list of calls (one entry per update)."""
+    calls = []
+    original = LearningRateSGD.stepper
+
+    def stepper(rate, weights, gradients, state):
+        update = original(rate, weights, gradients, state)
+
+        def step(eta):
+            calls.append(1)
+            return hook(len(calls), rate, weights, gradients, state, eta, update)
+
+        return step
+
+    monkeypatch.setattr(LearningRateSGD, "stepper", stepper)
+    return calls
+
+
+def _patch_runs(monkeypatch, hook=None):
+    """Count the forward+backward runs of training steps, calling ``hook(k)`` before
+    the k-th; return the list of calls."""
+    calls = []
+    original = OrtGradientStep.run
+
+    def run(self, feeds):
+        calls.append(1)
+        if hook is not None:
+            hook(len(calls))
+        return original(self, feeds)
+
+    monkeypatch.setattr(OrtGradientStep, "run", run)
+    return calls
+
+
 class _Snapshots:
-    """Wrap ``LearningRateSGD.update_weights`` and record the weights before each call:
-    ``before[k]`` holds the weights after ``k`` complete batches."""
+    """Record the weights before each SGD update: ``before[k]`` holds the weights after
+    ``k`` complete batches."""
 
     def __init__(self, monkeypatch):
         self.before = []
-        original = LearningRateSGD.update_weights
 
-        def update_weights(rate, weights, gradients, state, eta):
+        def record(k, rate, weights, gradients, state, eta, update):
             self.before.append([w.copy() for w in weights])
-            return original(rate, weights, gradients, state, eta)
+            update(eta)
 
-        monkeypatch.setattr(LearningRateSGD, "update_weights", update_weights)
+        _patch_steps(monkeypatch, record)
 
 
 @pytest.fixture(scope="module")
@@ -120,19 +155,6 @@ def reference():
 # -- divergence ------------------------------------------------------------------------
 
 
-def _count_forward(monkeypatch):
-    calls = []
-    original = OrtGradientForwardBackwardFunction.forward
-
-    def forward(self, inputs, training=False, forward_outputs_cache=None):
-        if training:
-            calls.append(1)
-        return original(self, inputs, training, forward_outputs_cache)
-
-    monkeypatch.setattr(OrtGradientForwardBackwardFunction, "forward", forward)
-    return calls
-
-
 _DIVERGED = re.compile(
     r"Training diverged at epoch (\d+), batch (\d+): the loss is (nan|inf) with learning rate "
     r"eta=1e\+38\. Last finite loss: ([-+.\deinf]+) \(mean of the previous batch\), "
@@ -146,10 +168,11 @@ def test_divergence_stops_within_the_batch(monkeypatch, estimator):
     """From the third batch of epoch 3 on, the rate explodes: the loss becomes
     non-finite a batch or two later; training stops there, keeps the weights of epoch 2."""
     start = 1 + 2 * len(Y) + 2 * BATCH  # t_ at the third batch of the third epoch
-    eta = LearningRateSGD.eta
+    schedule = LearningRateSGD.schedule
     monkeypatch.setattr(
-        LearningRateSGD, "eta", lambda self, t: 1e38 if t >= start else eta(self, t))
-    forward = _count_forward(monkeypatch)
+        LearningRateSGD, "schedule",
+        lambda self, ts: np.where(np.asarray(ts) >= start, 1e38, schedule(self, ts)))
+    forward = _patch_runs(monkeypatch)
     # No penalty: an L2 decay clipped at zero would zero the coefficients at eta=1e38.
     model = _model(estimator, max_iter=10, learning_penalty="none")
     with pytest.raises(ConvergenceError) as info:
@@ -183,18 +206,14 @@ def test_divergence_stops_within_the_batch(monkeypatch, estimator):
 def test_overflowing_weights_count_as_divergence(monkeypatch, estimator):
     """A finite loss but an update that made the weights infinite (last batch of an
     epoch, so no further forward sees it) is divergence too."""
-    original = LearningRateSGD.update_weights
-    calls = []
-
-    def update_weights(rate, weights, gradients, state, eta):
-        original(rate, weights, gradients, state, eta)
-        calls.append(1)
-        if len(calls) == 2 * BATCHES_PER_EPOCH:
+    def overflow(k, rate, weights, gradients, state, eta, update):
+        update(eta)
+        if k == 2 * BATCHES_PER_EPOCH:
             weights[0][...] = np.inf
 
     model = _model(estimator, max_iter=1).fit(X, Y)
     expected = _weights(model)
-    monkeypatch.setattr(LearningRateSGD, "update_weights", update_weights)
+    calls = _patch_steps(monkeypatch, overflow)
     _partial_fit(model, X, Y)  # epoch 2 (call 15..29 of the patched rate: none yet)
     calls.clear()
     calls.extend([1] * BATCHES_PER_EPOCH)
@@ -261,17 +280,11 @@ def _default_sigint():
 
 @pytest.mark.parametrize("estimator", ESTIMATORS)
 def test_interrupt_in_forward_keeps_last_completed_batch(monkeypatch, reference, estimator):
-    calls = []
-    original = OrtGradientForwardBackwardFunction.forward
+    def interrupt(k):
+        if k == N_DONE + 1:
+            raise KeyboardInterrupt
 
-    def forward(self, inputs, training=False, forward_outputs_cache=None):
-        if training:
-            calls.append(1)
-            if len(calls) == N_DONE + 1:
-                raise KeyboardInterrupt
-        return original(self, inputs, training, forward_outputs_cache)
-
-    monkeypatch.setattr(OrtGradientForwardBackwardFunction, "forward", forward)
+    _patch_runs(monkeypatch, interrupt)
     model = _model(estimator)
     with pytest.raises(KeyboardInterrupt):
         model.fit(X, Y)
@@ -287,18 +300,14 @@ def test_interrupt_in_forward_keeps_last_completed_batch(monkeypatch, reference,
 
 def _split_update(monkeypatch, action):
     """At batch ``N_DONE + 1``, update the first weight, call ``action``, update the rest."""
-    original = LearningRateSGD.update_weights
-    calls = []
-
-    def update_weights(rate, weights, gradients, state, eta):
-        calls.append(1)
-        if len(calls) != N_DONE + 1:
-            return original(rate, weights, gradients, state, eta)
-        original(rate, weights[:1], gradients[:1], state[:1], eta)
+    def split(k, rate, weights, gradients, state, eta, update):
+        if k != N_DONE + 1:
+            return update(eta)
+        rate.update_weights(weights[:1], gradients[:1], state[:1], eta)
         action()
-        return original(rate, weights[1:], gradients[1:], state[1:], eta)
+        return rate.update_weights(weights[1:], gradients[1:], state[1:], eta)
 
-    monkeypatch.setattr(LearningRateSGD, "update_weights", update_weights)
+    _patch_steps(monkeypatch, split)
 
 
 @pytest.mark.skipif(not _default_sigint(), reason="needs Python's default SIGINT handler")
@@ -322,16 +331,12 @@ def test_ctrl_c_in_the_middle_of_an_update_waits_for_the_batch_end(
 @pytest.mark.skipif(not _default_sigint(), reason="needs Python's default SIGINT handler")
 def test_ctrl_c_at_the_last_batch_still_interrupts(monkeypatch, reference):
     """The interrupt held during the very last batch is raised once training ends."""
-    calls = []
-    original = LearningRateSGD.update_weights
-
-    def update_weights(rate, weights, gradients, state, eta):
-        calls.append(1)
-        original(rate, weights, gradients, state, eta)
-        if len(calls) == 4 * BATCHES_PER_EPOCH:
+    def last(k, rate, weights, gradients, state, eta, update):
+        update(eta)
+        if k == 4 * BATCHES_PER_EPOCH:
             os.kill(os.getpid(), signal.SIGINT)
 
-    monkeypatch.setattr(LearningRateSGD, "update_weights", update_weights)
+    _patch_steps(monkeypatch, last)
     model = _model(OnnxSGDRegressor)
     with pytest.raises(KeyboardInterrupt):
         model.fit(X, Y)
@@ -364,17 +369,11 @@ def test_exception_tearing_an_update_rolls_back_to_the_epoch_start(
 def test_interrupted_partial_fit_keeps_completed_batches(monkeypatch, reference):
     model = _model(OnnxSGDRegressor)
     _partial_fit(model, X, Y)
-    calls = []
-    original = OrtGradientForwardBackwardFunction.forward
+    def interrupt(k):
+        if k == 6:
+            raise KeyboardInterrupt
 
-    def forward(self, inputs, training=False, forward_outputs_cache=None):
-        if training:
-            calls.append(1)
-            if len(calls) == 6:
-                raise KeyboardInterrupt
-        return original(self, inputs, training, forward_outputs_cache)
-
-    monkeypatch.setattr(OrtGradientForwardBackwardFunction, "forward", forward)
+    _patch_runs(monkeypatch, interrupt)
     with pytest.raises(KeyboardInterrupt):
         _partial_fit(model, X, Y)
     monkeypatch.undo()

@@ -33,12 +33,18 @@ def _reshape_output(onx: Any, n_outputs: int) -> None:
     """Make the final ``Reshape`` of skl2onnx's MLPRegressor graph keep every output.
 
     The converter reshapes the prediction to ``(-1, 1)``, which flattens multi-output
-    predictions into one column; the shape becomes ``(-1, n_outputs)`` (in place).
+    predictions into one column; the shape becomes ``(-1, n_outputs)`` (in place), and
+    so does the declared shape of the output, which the training graph's label copies
+    (onnxruntime checks fed labels against it).
     """
     graph = onx.graph
     reshape = next(node for node in graph.node if node.output[0] == graph.output[0].name)
     shape = next(init for init in graph.initializer if init.name == reshape.input[1])
     shape.CopyFrom(numpy_helper.from_array(np.array([-1, n_outputs], dtype=np.int64), shape.name))
+    dims = graph.output[0].type.tensor_type.shape.dim
+    if len(dims) == 2:
+        dims[1].Clear()
+        dims[1].dim_value = n_outputs
 
 
 class _BaseOnnxMLP(BaseOnnxEstimator):

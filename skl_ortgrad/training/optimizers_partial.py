@@ -35,6 +35,7 @@ start of the epoch, since the update may be half done.
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import threading
 import warnings
@@ -44,7 +45,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 from onnxruntime import SessionOptions
-from onnxruntime.capi._pybind_state import OrtValue, OrtValueVector
+from onnxruntime.capi._pybind_state import OrtValue
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
@@ -93,6 +94,11 @@ class _TornUpdate(Exception):
 
 def _fmt(loss: float | None) -> str:
     return "none" if loss is None else f"{loss:.6g}"
+
+
+def _batch_mean(loss: float, total: float) -> float:
+    """A batch's mean loss from its weighted sum (0 for a batch weighing nothing)."""
+    return loss / total if total else 0.0
 
 
 _PARAM_NAMES: dict[type, list[str]] = {}
@@ -337,6 +343,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         self.validation_scores_: list[float] = []
         self.n_iter_ = 0
         self._engines: dict[tuple, OrtGradientForwardBackward] = {}
+        self.__dict__.pop("_last_loader", None)
 
     def _penalized(self) -> list[np.ndarray]:
         if self.penalized_weights is None:
@@ -508,6 +515,27 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
             self._rng = check_random_state(self.random_state)
         return self._rng
 
+    def _loader(self, arrays: list[Any], weighted: bool, device: Any) -> MiniBatchLoader:
+        """The mini-batch loader of ``arrays``: the last one when they fit in it.
+
+        Kept between calls so that a stream of ``partial_fit`` calls reuses its buffers
+        and feed vectors (see :meth:`MiniBatchLoader.refill`); it borrows the buffers of
+        ``weights_``, so :meth:`_reset`, which replaces them, drops it.
+        """
+        key = (int(self.batch_size), bool(self.shuffle), weighted, str(self.device))
+        cached = self.__dict__.get("_last_loader")
+        if cached is not None and cached[0] == key and cached[1].refill(arrays):
+            return cached[1]
+        loader = MiniBatchLoader(
+            arrays, int(self.batch_size), bool(self.shuffle),
+            self._random_state(),
+            device,
+            lambda: [OrtValue.ortvalue_from_numpy(w, device) for w in self.weights_],
+            weight_index=2 if weighted else None,
+        )
+        self._last_loader = key, loader
+        return loader
+
     def _validation_period(self) -> int:
         if self.validation_every < 1:
             return max(1, round(self.validation_every * int(self.max_iter)))
@@ -520,15 +548,8 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         """Run up to ``epochs`` epochs over checked ``data``; return how many ran."""
         arrays, weighted = data
         engine = self._engine(weighted)
-        function = engine.new_instance()
         device = ort_device(engine.cls_type_.device)
-        loader = MiniBatchLoader(
-            arrays, int(self.batch_size), bool(self.shuffle),
-            self._random_state(),
-            device,
-            lambda: [OrtValue.ortvalue_from_numpy(w, device) for w in self.weights_],
-            weight_index=2 if weighted else None,
-        )
+        loader = self._loader(arrays, weighted, device)
         period = self._validation_period()
         best, no_improvement = np.inf, 0
         # tqdm costs 0.1 ms even disabled, a tenth of a partial_fit call on a small batch.
@@ -540,7 +561,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
             for epoch in progress:
                 snapshot = self.get_state()
                 try:
-                    loss = self._epoch(function, loader, interrupt)
+                    loss = self._epoch(engine, loader, interrupt)
                 except _Diverged as diverged:
                     self.set_state(snapshot)
                     self._diverged(diverged)
@@ -586,58 +607,72 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
 
     def _epoch(
         self,
-        function: Any,
+        engine: OrtGradientForwardBackward,
         loader: MiniBatchLoader,
         interrupt: _DeferredInterrupt,
     ) -> float:
         """One pass over ``loader``; return the mean (sample-weighted) loss.
 
+        Per batch, Python does one onnxruntime call (loss and gradients into buffers
+        allocated once, :class:`~skl_ortgrad.training.ortgradient_step.OrtGradientStep`)
+        and the in-place updates of steppers validated once per epoch; the schedule is
+        computed for the whole epoch at once.
+
         Raises :class:`_Diverged` on a non-finite batch loss (before any update), and
         wraps an exception raised while the weights were being updated in
         :class:`_TornUpdate` (some weights may have moved, others not).
         """
-        rate, penalty = self.learning_rate_, self.learning_penalty_
-        weights, state = self.weights_, self.lr_state_
-        penalized = self._penalized()
-        total, weight_sum, last = 0.0, 0.0, None
-        # onnxruntime overwrites these vectors at every call: allocated once per epoch.
-        outputs, gradients = OrtValueVector(), OrtValueVector()
+        rows = loader.rows
+        full = engine.step_function(loader.batch_size)
+        partial = engine.step_function(None) if rows[-1] != loader.batch_size else full
+        runs = [full.run] * (len(rows) - 1) + [partial.run]
+        loss_buffer, gradients = full.outputs[0], full.outputs[1:]
+        weights = self.weights_
+        step = self.learning_rate_.stepper(weights, gradients, self.lr_state_)
+        decay = self.learning_penalty_.stepper(self._penalized())
+        # The schedule at the t of every batch; Python floats keep float32 updates float32.
+        starts = self.t_ + np.concatenate(([0], np.cumsum(rows[:-1], dtype=np.int64)))
+        etas = self.learning_rate_.schedule(starts).tolist()
+        feed = loader.epoch()
+        totals = loader.totals
+        total, previous = 0.0, None
         updating = False
         # verbose >= 2: a progress bar over the batches with the batch loss and rate.
         detail = self.verbose >= 2
-        batches = tqdm(loader, total=len(loader), unit="batch", leave=False) if detail else loader
+        batches = (
+            tqdm(range(len(rows)), unit="batch", leave=False) if detail else range(len(rows))
+        )
         try:
-            # Each batch's output gradient is 1 / (its summed weights): the gradient of
-            # the batch's weighted mean loss.
-            for batch, (n_rows, batch_weight, feeds, grad) in enumerate(batches):
+            for batch in batches:
                 if interrupt.pending:
                     # Ctrl-C arrived during the previous batch: stop at its end.
                     raise KeyboardInterrupt
-                function.forward(feeds, training=True, forward_outputs_cache=outputs)
-                function.backward(grad, backward_outputs_cache=gradients)
-                eta = rate.eta(self.t_)
-                loss = float(outputs[0].numpy())
-                if not np.isfinite(loss):
+                runs[batch](feed(batch))
+                loss = float(loss_buffer)
+                eta = etas[batch]
+                if not math.isfinite(loss):
+                    last = None if previous is None else _batch_mean(previous, totals[batch - 1])
                     raise _Diverged(batch, loss, eta, last)
                 updating = True
-                rate.update_weights(
-                    weights, [gradients[i].numpy() for i in range(len(weights))], state, eta
-                )
-                penalty.update_weights(penalized, eta)
-                self.t_ += n_rows
+                step(eta)
+                decay(eta)
+                self.t_ += rows[batch]
                 updating = False
                 total += loss
-                weight_sum += batch_weight
-                last = loss / batch_weight if batch_weight else 0.0
+                previous = loss
                 if detail:
-                    batches.set_postfix(loss=f"{last:.4g}", eta=f"{eta:.3g}")
+                    batches.set_postfix(
+                        loss=f"{_batch_mean(loss, totals[batch]):.4g}", eta=f"{eta:.3g}"
+                    )
         except BaseException as exc:
             if updating:
                 raise _TornUpdate() from exc
             raise
         if not all(np.isfinite(w).all() for w in weights):
             # Finite losses but an update that overflowed (the next forward would fail).
-            raise _Diverged(len(loader) - 1, np.inf, eta, last, what="the weights are")
+            last = _batch_mean(previous, totals[-1])
+            raise _Diverged(len(rows) - 1, np.inf, etas[-1], last, what="the weights are")
+        weight_sum = float(totals.sum())
         return total / weight_sum if weight_sum else 0.0
 
     def _diverged(self, diverged: _Diverged) -> None:
@@ -700,6 +735,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         # onnxruntime objects do not pickle: drop the engines, rebuilt on demand.
         state = self.__dict__.copy()
         state.pop("_engines", None)
+        state.pop("_last_loader", None)
         state["_skl_ortgrad_version"] = _package_version()
         state["_state_format"] = _STATE_FORMAT
         return state

@@ -35,7 +35,13 @@ from onnxruntime.capi._pybind_state import (
     get_available_providers,
 )
 
-from skl_ortgrad.utils.orttraining_helper import get_train_initializer
+from skl_ortgrad.training.ortgradient_step import OrtGradientStep
+from skl_ortgrad.utils.gradient_rewrite import (
+    FAST_REWRITES,
+    rewrite_gradient_graph,
+    unoptimized_session_options,
+)
+from skl_ortgrad.utils.orttraining_helper import fused_gradient_model, get_train_initializer
 
 _ORT_TO_NUMPY = {
     "tensor(float)": np.dtype(np.float32),
@@ -476,23 +482,23 @@ class OrtGradientForwardBackward:
         providers, device = self._providers()
         options = grad_options = self._session_options()
         types = {init.name: init.data_type for init in graph.initializer}
+        gradient = onnx.load_from_string(self.gradient_model_)
         if any(types[name] == onnx.TensorProto.DOUBLE for name in weights):
-            from skl_ortgrad.utils.gradient_rewrite import (
-                rewrite_gradient_graph,
-                unoptimized_session_options,
-            )
-
             # onnxruntime-training 1.19 has no double kernel for FusedMatMul, ReluGrad,
             # SoftmaxGrad_13...: rewrite them into standard operators, and keep the
-            # optimizers from fusing them back. float32 keeps the optimized graph.
-            self.gradient_model_ = rewrite_gradient_graph(
-                onnx.load_from_string(self.gradient_model_)
-            ).SerializeToString()
+            # optimizers from fusing them back.
+            gradient = rewrite_gradient_graph(gradient)
             grad_options = unoptimized_session_options(options)
+        else:
+            # float32 keeps the optimized graph but not ReluGrad's branchy kernel.
+            gradient = rewrite_gradient_graph(gradient, FAST_REWRITES)
+        self.gradient_model_ = gradient.SerializeToString()
         sess = InferenceSession(
             self.gradient_model_, grad_options, providers=providers,
             provider_options=self.provider_options,
         )
+        self._step_session = grad_options, providers
+        self._steps: dict[int | None, OrtGradientStep] = {}
         feeds = sess.get_inputs()
         feed_names = [feed.name for feed in feeds]
         # The builder orders feeds as graph inputs then initializer_names; forward()
@@ -552,6 +558,40 @@ class OrtGradientForwardBackward:
     def new_instance(self) -> OrtGradientForwardBackwardFunction:
         """Return a new forward/backward function (one per concurrent computation)."""
         return self.cls_type_()
+
+    def step_function(self, batch_rows: int | None = None) -> OrtGradientStep:
+        """Return the one-call training step of this model (built once per ``batch_rows``).
+
+        Parameters
+        ----------
+        batch_rows : int, optional
+            Rows of every batch the step will see: a static batch dimension lets
+            onnxruntime fold the gradient's shape computations (see
+            :func:`~skl_ortgrad.utils.orttraining_helper.fused_gradient_model`). None
+            accepts any number of rows.
+
+        Returns
+        -------
+        OrtGradientStep
+            Feeds: the graph inputs, the weights, then the gradient of every
+            differentiable output; fetches: the outputs, then the weight gradients. All
+            the steps of one engine write into the same buffers (``outputs``).
+        """
+        if batch_rows not in self._steps:
+            fused = fused_gradient_model(
+                onnx.load_from_string(self.gradient_model_), self.onnx_model,
+                self.cls_type_.input_names, batch_rows,
+            )
+            options, providers = self._step_session
+            shared = next(iter(self._steps.values())).outputs if self._steps else None
+            step = OrtGradientStep(fused, options, providers, self.provider_options, shared)
+            expected = self.cls_type_.input_names + self.cls_type_.weights_to_train
+            if step.feed_names[: len(expected)] != expected:
+                raise RuntimeError(
+                    f"Unexpected feed order {step.feed_names}, expected {expected} first."
+                )
+            self._steps[batch_rows] = step
+        return self._steps[batch_rows]
 
     def get_initializer(self, name: str, exc: bool = True) -> np.ndarray | None:
         """Return initializer ``name`` of the model as a numpy array.

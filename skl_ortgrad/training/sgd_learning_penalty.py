@@ -26,9 +26,11 @@ set to zero.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from abc import abstractmethod
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -71,6 +73,15 @@ class BaseLearningPenalty(BaseLearningObject, family="learning penalty"):
     @abstractmethod
     def update_weights(self, weights: list[np.ndarray], eta: float) -> None:
         """Apply the proximal step of the penalty to ``weights``, in place."""
+
+    def stepper(self, weights: list[np.ndarray]) -> Callable[[float], None]:
+        """Return ``step(eta)``, :meth:`update_weights` bound to ``weights``.
+
+        The optimizer builds it once per epoch and calls it after every update.
+        Subclasses override it to validate once; this default calls
+        :meth:`update_weights` at every step.
+        """
+        return functools.partial(self.update_weights, weights)
 
 
 class NoLearningPenalty(BaseLearningPenalty):
@@ -180,17 +191,31 @@ class ElasticLearningPenalty(BaseLearningPenalty):
         eta : float
             Learning rate of the current update.
         """
+        self.stepper(weights)(eta)
+
+    def stepper(self, weights: list[np.ndarray]) -> Callable[[float], None]:
+        """Return ``step(eta)`` applying the proximal step to ``weights`` in place.
+
+        Validated here, once; ``step`` uses one preallocated temporary per weight.
+        """
         self._check_params()
-        eta = float(eta)
-        decay = max(0.0, 1.0 - eta * float(self.l2))
-        threshold = eta * float(self.l1)
-        for w in weights:
-            if decay != 1.0:
-                np.multiply(w, decay, out=w)
-            if threshold > 0:
-                # w - clip(w, -thr, thr) is sign(w) * max(|w| - thr, 0) with one temporary
-                # instead of three, and it is exact: no sign flip can come from rounding.
-                w -= np.clip(w, -threshold, threshold)
+        l1, l2 = float(self.l1), float(self.l2)
+        pairs = [(w, np.empty_like(w)) for w in weights] if l1 > 0 else [(w, w) for w in weights]
+
+        def step(eta: float) -> None:
+            decay = max(0.0, 1.0 - eta * l2)
+            threshold = eta * l1
+            for w, clipped in pairs:
+                if decay != 1.0:
+                    np.multiply(w, decay, out=w)
+                if threshold > 0:
+                    # w - clip(w, -thr, thr) is sign(w) * max(|w| - thr, 0) with one
+                    # temporary instead of three, and it is exact: no sign flip can come
+                    # from rounding.
+                    np.clip(w, -threshold, threshold, out=clipped)
+                    np.subtract(w, clipped, out=w)
+
+        return step
 
     def build_onnx_function(
         self, opset: int, device: str, n_tensors: int, dtype: type | np.dtype = np.float32

@@ -10,6 +10,16 @@ where ``state = learning_rate.init_state(weights)`` was built once before traini
 Updates happen **in place**: onnxruntime borrows the numpy buffers of the weights, a new
 array would not be seen by the training session.
 
+The training loop uses the same two operations in their per-epoch form, which validates
+once instead of once per mini-batch (measured: a third of the Python time of a small
+step)::
+
+    etas = learning_rate.schedule(ts)          # eta(t) for every batch of the epoch
+    step = learning_rate.stepper(weights, gradients, state)
+    step(etas[i])                              # for every batch i
+
+where ``gradients`` are buffers the engine overwrites at every batch.
+
 Schedules (``learning_rate`` parameter), the same as scikit-learn's
 :class:`~sklearn.linear_model.SGDRegressor` with ``t`` counting updates (with
 ``batch_size=1`` it is scikit-learn's per-sample ``t``):
@@ -26,9 +36,11 @@ Schedules (``learning_rate`` parameter), the same as scikit-learn's
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -111,6 +123,28 @@ class BaseLearningRate(BaseLearningObject, family="learning rate"):
         eta: float,
     ) -> None:
         """Move ``weights`` (and ``state``) in place given the gradients of the mean loss."""
+
+    def schedule(self, ts: np.ndarray) -> np.ndarray:
+        """Return ``[eta(t) for t in ts]`` as a float64 array.
+
+        The optimizer calls it once per epoch with the ``t`` of every mini-batch.
+        Subclasses with a closed form override it with one vectorized expression.
+        """
+        return np.array([self.eta(int(t)) for t in ts], dtype=np.float64)
+
+    def stepper(
+        self,
+        weights: list[np.ndarray],
+        gradients: list[np.ndarray],
+        state: list[np.ndarray],
+    ) -> Callable[[float], None]:
+        """Return ``step(eta)``, :meth:`update_weights` bound to these buffers.
+
+        ``gradients`` are buffers overwritten before every call of ``step``. Subclasses
+        override it to validate once and preallocate their temporaries; this default
+        calls :meth:`update_weights` at every step.
+        """
+        return functools.partial(self.update_weights, weights, gradients, state)
 
 
 class LearningRateSGD(BaseLearningRate):
@@ -202,17 +236,30 @@ class LearningRateSGD(BaseLearningRate):
         float
             :math:`\\eta_t` for the chosen schedule (see the class docstring).
         """
+        return float(self.schedule(np.array([t], dtype=np.float64))[0])
+
+    def schedule(self, ts: np.ndarray) -> np.ndarray:
+        """Return :math:`\\eta_t` for every ``t`` of ``ts`` (float64), vectorized.
+
+        Raises
+        ------
+        ValueError
+            If a parameter is invalid or some ``t < 1``.
+        """
         self._check_params()
-        if t < 1:
-            raise ValueError(f"t counts samples seen plus one and starts at 1, got {t!r}.")
+        ts = np.asarray(ts, dtype=np.float64)
+        if ts.size and ts.min() < 1:
+            raise ValueError(
+                f"t counts samples seen plus one and starts at 1, got {ts.min():g}."
+            )
         if self.learning_rate == "constant":
-            return float(self.eta0)
+            return np.full(ts.shape, float(self.eta0))
         if self.learning_rate == "invscaling":
-            return float(self.eta0) / float(t) ** float(self.power_t)
+            return float(self.eta0) / ts ** float(self.power_t)
         alpha = float(self.alpha)
         typw = math.sqrt(1.0 / math.sqrt(alpha))
         t0 = 1.0 / (alpha * typw)
-        return 1.0 / (alpha * (t0 + t - 1))
+        return 1.0 / (alpha * (t0 + ts - 1))
 
     # ------------------------------------------------------------------ update
     def init_state(self, weights: list[np.ndarray]) -> list[np.ndarray]:
@@ -240,11 +287,29 @@ class LearningRateSGD(BaseLearningRate):
         eta : float
             Learning rate of this update, usually ``self.eta(t)``.
         """
+        self.stepper(weights, gradients, state)(eta)
+
+    def stepper(
+        self,
+        weights: list[np.ndarray],
+        gradients: list[np.ndarray],
+        state: list[np.ndarray],
+    ) -> Callable[[float], None]:
+        r"""Return ``step(eta)`` applying :math:`w \leftarrow w - \eta g` in place.
+
+        Validated here, once; ``step`` uses one preallocated temporary per weight.
+        """
+        self._check_params()
         _check_lists(weights, gradients)
-        eta = float(eta)
-        for w, g in zip(weights, gradients, strict=True):
-            # eta * g is one temporary of the size of g; -= keeps w's buffer.
-            w -= eta * g
+        scratch = [np.empty_like(g) for g in gradients]
+        triples = list(zip(weights, gradients, scratch, strict=True))
+
+        def step(eta: float) -> None:
+            for w, g, tmp in triples:
+                np.multiply(g, eta, out=tmp)
+                np.subtract(w, tmp, out=w)
+
+        return step
 
     def build_onnx_function(
         self, opset: int, device: str, n_tensors: int, dtype: type | np.dtype = np.float32
@@ -363,24 +428,47 @@ class LearningRateSGDNesterov(LearningRateSGD):
         eta : float
             Learning rate of this update.
         """
+        self.stepper(weights, gradients, state)(eta)
+
+    def stepper(
+        self,
+        weights: list[np.ndarray],
+        gradients: list[np.ndarray],
+        state: list[np.ndarray],
+    ) -> Callable[[float], None]:
+        """Return ``step(eta)`` applying the momentum update in place.
+
+        Validated here, once; ``step`` uses two preallocated temporaries per weight.
+        """
+        self._check_params()
         _check_lists(weights, gradients)
         if len(state) != len(weights):
             raise ValueError(
                 f"{len(weights)} weights but {len(state)} velocities; build the state "
                 "with init_state(weights)."
             )
-        eta = float(eta)
         mu = float(self.momentum)
-        for w, g, v in zip(weights, gradients, state, strict=True):
-            step = eta * g
-            # Same operation order as scikit-learn (mu * v - eta * g) so results agree
-            # to the last bit in float64.
-            v *= mu
-            v -= step
-            if self.nesterov:
-                w += mu * v - step
-            else:
-                w += v
+        nesterov = bool(self.nesterov)
+        buffers = [
+            (w, g, v, np.empty_like(g), np.empty_like(g))
+            for w, g, v in zip(weights, gradients, state, strict=True)
+        ]
+
+        def step(eta: float) -> None:
+            for w, g, v, scaled, look in buffers:
+                np.multiply(g, eta, out=scaled)
+                # Same operation order as scikit-learn (mu * v - eta * g) so results
+                # agree to the last bit in float64.
+                np.multiply(v, mu, out=v)
+                np.subtract(v, scaled, out=v)
+                if nesterov:
+                    np.multiply(v, mu, out=look)
+                    np.subtract(look, scaled, out=look)
+                    np.add(w, look, out=w)
+                else:
+                    np.add(w, v, out=w)
+
+        return step
 
     def build_onnx_function(
         self, opset: int, device: str, n_tensors: int, dtype: type | np.dtype = np.float32
@@ -544,10 +632,17 @@ class LearningRateAdam(BaseLearningRate):
         float
             :math:`\\eta_0`.
         """
+        return float(self.schedule(np.array([t], dtype=np.float64))[0])
+
+    def schedule(self, ts: np.ndarray) -> np.ndarray:
+        """Return ``eta0`` for every ``t`` of ``ts`` (checked, ``t >= 1``)."""
         self._check_params()
-        if t < 1:
-            raise ValueError(f"t counts samples seen plus one and starts at 1, got {t!r}.")
-        return float(self.eta0)
+        ts = np.asarray(ts, dtype=np.float64)
+        if ts.size and ts.min() < 1:
+            raise ValueError(
+                f"t counts samples seen plus one and starts at 1, got {ts.min():g}."
+            )
+        return np.full(ts.shape, float(self.eta0))
 
     # ------------------------------------------------------------------ update
     def init_state(self, weights: list[np.ndarray]) -> list[np.ndarray]:
@@ -607,30 +702,50 @@ class LearningRateAdam(BaseLearningRate):
         eta : float
             Step size :math:`\eta` of this update, usually ``self.eta(t)``.
         """
+        self.stepper(weights, gradients, state)(eta)
+
+    def stepper(
+        self,
+        weights: list[np.ndarray],
+        gradients: list[np.ndarray],
+        state: list[np.ndarray],
+    ) -> Callable[[float], None]:
+        """Return ``step(eta)`` applying one Adam update in place.
+
+        Validated here, once; ``step`` uses two preallocated scratch arrays per weight.
+        """
+        self._check_params()
         _check_lists(weights, gradients)
         self._check_state(weights, state)
         n = len(weights)
         counter = state[-1]
-        np.add(counter, 1, out=counter)
-        k = int(counter)
         beta1, beta2 = float(self.beta1), float(self.beta2)
         eps = float(self.epsilon)
-        # Same expression, hence the same rounding, as scikit-learn's AdamOptimizer.
-        lr = float(eta) * math.sqrt(1.0 - beta2**k) / (1.0 - beta1**k)
-        for w, g, m, v in zip(weights, gradients, state[:n], state[n : 2 * n], strict=True):
-            # Two scratch arrays per weight; every state array and weight keeps its buffer.
-            scratch = np.multiply(g, 1.0 - beta1)
-            np.multiply(m, beta1, out=m)
-            np.add(m, scratch, out=m)
-            np.square(g, out=scratch)
-            np.multiply(scratch, 1.0 - beta2, out=scratch)
-            np.multiply(v, beta2, out=v)
-            np.add(v, scratch, out=v)
-            denominator = np.sqrt(v)
-            np.add(denominator, eps, out=denominator)
-            np.multiply(m, -lr, out=scratch)
-            np.divide(scratch, denominator, out=scratch)
-            np.add(w, scratch, out=w)
+        buffers = [
+            (w, g, m, v, np.empty_like(g), np.empty_like(g))
+            for w, g, m, v in zip(weights, gradients, state[:n], state[n : 2 * n], strict=True)
+        ]
+
+        def step(eta: float) -> None:
+            np.add(counter, 1, out=counter)
+            k = int(counter)
+            # Same expression, hence the same rounding, as scikit-learn's AdamOptimizer.
+            lr = float(eta) * math.sqrt(1.0 - beta2**k) / (1.0 - beta1**k)
+            for w, g, m, v, scratch, denominator in buffers:
+                np.multiply(g, 1.0 - beta1, out=scratch)
+                np.multiply(m, beta1, out=m)
+                np.add(m, scratch, out=m)
+                np.square(g, out=scratch)
+                np.multiply(scratch, 1.0 - beta2, out=scratch)
+                np.multiply(v, beta2, out=v)
+                np.add(v, scratch, out=v)
+                np.sqrt(v, out=denominator)
+                np.add(denominator, eps, out=denominator)
+                np.multiply(m, -lr, out=scratch)
+                np.divide(scratch, denominator, out=scratch)
+                np.add(w, scratch, out=w)
+
+        return step
 
     def build_onnx_function(
         self, opset: int, device: str, n_tensors: int, dtype: type | np.dtype = np.float32

@@ -24,7 +24,7 @@ into ``FusedMatMul``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import numpy as np
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
@@ -231,12 +231,25 @@ GRADIENT_REWRITES: dict[tuple[str, str], Rewriter] = {
 }
 
 
-def needs_gradient_rewrite(model: ModelProto) -> bool:
+#: The rewrites worth doing in every dtype. onnxruntime's CPU ``ReluGrad`` kernel
+#: branches on the sign of every element: on fresh batches the branch predictor misses
+#: half the time, and the step of a 100 -> 128 -> 10 MLP at batch 200 takes 249 µs
+#: against 157 µs with ``dY * Sign(Relu(X))`` (same values; measured on 1.19.2, one
+#: thread; both cost ~140 µs when the very same batch is repeated, which hides it).
+FAST_REWRITES = frozenset({(MS_DOMAIN, "ReluGrad")})
+
+
+def needs_gradient_rewrite(
+    model: ModelProto, ops: Collection[tuple[str, str]] | None = None
+) -> bool:
     """True if ``model`` has a node that :func:`rewrite_gradient_graph` replaces."""
-    return any((node.domain, node.op_type) in GRADIENT_REWRITES for node in model.graph.node)
+    ops = GRADIENT_REWRITES.keys() if ops is None else ops
+    return any((node.domain, node.op_type) in ops for node in model.graph.node)
 
 
-def rewrite_gradient_graph(model: ModelProto) -> ModelProto:
+def rewrite_gradient_graph(
+    model: ModelProto, ops: Collection[tuple[str, str]] | None = None
+) -> ModelProto:
     """Replace the gradient operators without a float64 kernel by standard operators.
 
     =================================  ==================================================
@@ -258,6 +271,9 @@ def rewrite_gradient_graph(model: ModelProto) -> ModelProto:
     ----------
     model : ModelProto
         A gradient graph, ``OrtModuleGraphBuilder.get_gradient_model()``.
+    ops : collection of (domain, op_type), optional
+        Rewrite only these operators (keys of ``GRADIENT_REWRITES``, e.g.
+        ``FAST_REWRITES``); all of them by default.
 
     Returns
     -------
@@ -272,16 +288,19 @@ def rewrite_gradient_graph(model: ModelProto) -> ModelProto:
         1-D operands, or alpha != 1 on operands of unknown rank), or a ``SplitTraining``
         in a graph of opset < 13.
     """
-    if not needs_gradient_rewrite(model):
+    if not needs_gradient_rewrite(model, ops):
         copy = ModelProto()
         copy.CopyFrom(model)
         return copy
+    selected = GRADIENT_REWRITES if ops is None else {
+        key: rewriter for key, rewriter in GRADIENT_REWRITES.items() if key in ops
+    }
     graph = model.graph
     opset = next((op.version for op in model.opset_import if op.domain in ("", "ai.onnx")), 1)
     ctx = _Context(graph, opset)
     nodes: list[NodeProto] = []
     for node in graph.node:
-        rewriter = GRADIENT_REWRITES.get((node.domain, node.op_type))
+        rewriter = selected.get((node.domain, node.op_type))
         nodes.extend([node] if rewriter is None else rewriter(node, ctx))
     new_graph = helper.make_graph(
         nodes,

@@ -1,4 +1,5 @@
-"""Mini-batches: each row once per epoch, seeded permutations, sparse densified per batch."""
+"""Mini-batches: each row once per epoch, seeded permutations, sparse densified per batch;
+feeds laid out as the training step expects (rows, weights, output gradient)."""
 
 import numpy as np
 import scipy.sparse as sp
@@ -10,8 +11,18 @@ from skl_ortgrad.training.ortgradient import ort_device
 CPU = ort_device("cpu")
 
 
+def _batches(loader):
+    """(rows, total, feeds) of every batch of one epoch."""
+    feed = loader.epoch()
+    return [(loader.rows[i], loader.totals[i], feed(i)) for i in range(len(loader))]
+
+
 def _epoch(loader):
-    return [(n, feeds[0].numpy().copy(), feeds[1].numpy().copy()) for n, _, feeds, _ in loader]
+    """(rows, X rows, labels) of every batch, each read as soon as it is fed: sparse
+    batches of the same size share one dense buffer."""
+    feed = loader.epoch()
+    return [(loader.rows[i], *(f.numpy().copy() for f in list(feed(i))[:2]))
+            for i in range(len(loader))]
 
 
 def test_each_row_once_per_epoch_and_tail_appended():
@@ -24,7 +35,9 @@ def test_each_row_once_per_epoch_and_tail_appended():
     for _ in range(2):
         batches = _epoch(loader)
         assert [n for n, _, _ in batches] == [4, 4, 2]
-        assert all(len(feeds) == 3 for _, _, feeds, _ in loader)
+        # X, y, the tail (one weight), the output gradient: the step's feed order.
+        assert all(len(feeds) == 4 for _, _, feeds in _batches(loader))
+        assert all(np.array_equal(feeds[2].numpy(), w) for _, _, feeds in _batches(loader))
         rows = np.vstack([b[1] for b in batches])
         labels = np.vstack([b[2] for b in batches]).ravel()
         assert sorted(labels.tolist()) == list(range(10))
@@ -67,12 +80,62 @@ def test_output_gradient_is_inverse_batch_weight():
                                  list, weight_index=2)
         for _ in range(2):
             seen = 0.0
-            for n, total, feeds, grad in loader:
+            for n, total, feeds in _batches(loader):
                 weights = feeds[2].numpy()
                 assert total == weights.sum() and len(weights) == n
-                assert grad[0].numpy() == np.float32(1 / total if total else 0)
+                assert feeds[len(feeds) - 1].numpy() == np.float32(1 / total if total else 0)
                 seen += total
             assert seen == w.sum()
     unweighted = MiniBatchLoader([X, X.copy()], 4, False, np.random.RandomState(0), CPU, list)
-    assert [(n, t, g[0].numpy()) for n, t, _, g in unweighted] == [
+    assert [(n, t, f[len(f) - 1].numpy()) for n, t, f in _batches(unweighted)] == [
         (4, 4, np.float32(0.25)), (4, 4, np.float32(0.25)), (2, 2, np.float32(0.5))]
+
+
+def test_feed_vectors_are_built_once_and_refilled_in_place():
+    """On the CPU, every epoch returns the same vectors over the same buffers: a new
+    permutation is seen through them without rebuilding anything."""
+    X = np.arange(16, dtype=np.float32).reshape((-1, 2))
+    loader = MiniBatchLoader([X, X[:, :1].copy()], 4, True, np.random.RandomState(1), CPU, list)
+    first = _batches(loader)
+    rows_first = [feeds[0].numpy().copy() for _, _, feeds in first]
+    second = _batches(loader)
+    assert all(a[2] is b[2] for a, b in zip(first, second, strict=True))
+    rows_second = [feeds[0].numpy().copy() for _, _, feeds in second]
+    assert not all(np.array_equal(a, b) for a, b in zip(rows_first, rows_second, strict=True))
+
+
+def test_refill_reuses_the_loader_for_arrays_of_the_same_layout():
+    """A partial_fit stream: new rows of the same shapes flow through the same vectors
+    when shuffling; other shapes, dtypes or sparsity need a new loader."""
+    rng = np.random.RandomState(0)
+    X1, X2 = rng.rand(10, 3).astype(np.float32), rng.rand(10, 3).astype(np.float32)
+    y1, y2 = (np.arange(10, 20, dtype=np.float32).reshape((-1, 1)) + k for k in (0, 10))
+    loader = MiniBatchLoader([X1, y1], 4, True, np.random.RandomState(0), CPU, list)
+    first = loader.epoch()(0)
+    assert loader.refill([X2, y2])
+    batches = _epoch(loader)
+    assert loader.epoch()(0) is first
+    labels = np.vstack([b[2] for b in batches]).ravel()
+    assert sorted(labels.tolist()) == y2.ravel().tolist()
+    np.testing.assert_array_equal(np.vstack([b[1] for b in batches]),
+                                  X2[(labels - 20).astype(int)])
+    assert not loader.refill([X2[:9], y2[:9]])
+    assert not loader.refill([X2.astype(np.float64), y2])
+    assert not loader.refill([sp.csr_matrix(X2), y2])
+
+
+def test_refill_without_shuffle_only_takes_the_same_arrays():
+    """Without shuffling the batches are views of the arrays themselves: other arrays,
+    even of the same shape, need new vectors; the same ones (possibly changed in place)
+    are served again, sample-weight totals recomputed."""
+    X = np.arange(12, dtype=np.float32).reshape((-1, 2))
+    y = X[:, :1].copy()
+    w = np.ones(6, dtype=np.float32)
+    loader = MiniBatchLoader([X, y, w], 4, False, np.random.RandomState(0), CPU, list,
+                             weight_index=2)
+    assert not loader.refill([X.copy(), y, w])
+    assert not loader.refill([X[::-1], y, w])  # same memory, other rows: new vectors
+    w[:4] = 2
+    assert loader.refill([X, y.reshape((-1, 1)), w])  # a new view of the same memory
+    loader.epoch()
+    np.testing.assert_array_equal(loader.totals, [8, 2])

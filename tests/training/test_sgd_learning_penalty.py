@@ -224,3 +224,28 @@ def test_select_other_values():
     # families do not mix: a learning rate alias is not a penalty
     with pytest.raises(ValueError, match="Unknown learning penalty"):
         BaseLearningPenalty.select("sgd")
+
+
+@pytest.mark.parametrize("penalty", [
+    ElasticLearningPenalty(l1=0.0, l2=0.5),
+    ElasticLearningPenalty(l1=0.3, l2=0.0),
+    ElasticLearningPenalty(l1=0.2, l2=0.4),
+    NoLearningPenalty(),
+], ids=["l2", "l1", "elastic", "none"])
+def test_stepper_equals_successive_update_weights(penalty):
+    """The stepper the training loop builds once per epoch does what update_weights does
+    at every batch, bit for bit."""
+    rng = np.random.RandomState(0)
+    weights = [rng.randn(6, 2).astype(np.float32), rng.randn(4).astype(np.float32)]
+    reference = [w.copy() for w in weights]
+    step = penalty.stepper(weights)
+    for eta in (0.5, 0.1, 3.0):
+        step(eta)
+        penalty.update_weights(reference, eta)
+    for got, expected in zip(weights, reference, strict=True):
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_stepper_validates_when_built():
+    with pytest.raises(ValueError, match="l1 must be a finite number >= 0"):
+        ElasticLearningPenalty(l1=-1.0).stepper([np.zeros(2, dtype=np.float32)])

@@ -367,3 +367,69 @@ def test_registry_errors():
         BaseLearningObject.select("sgd")
     with pytest.raises(TypeError, match="is not a learning rate"):
         BaseLearningRate.register_alias("bad", dict)
+
+
+# -- per-epoch forms used by the training loop ------------------------------------------
+
+RATES = [
+    LearningRateSGD(eta0=0.05, learning_rate="constant"),
+    LearningRateSGD(eta0=0.05, power_t=0.3, learning_rate="invscaling"),
+    LearningRateSGD(alpha=1e-3, learning_rate="optimal"),
+    LearningRateSGDNesterov(eta0=0.05, learning_rate="invscaling"),
+    LearningRateSGDNesterov(eta0=0.05, nesterov=False, learning_rate="constant"),
+    LearningRateAdam(eta0=0.01),
+]
+RATE_IDS = ["constant", "invscaling", "optimal", "nesterov", "momentum", "adam"]
+
+
+@pytest.mark.parametrize("rate", RATES, ids=RATE_IDS)
+def test_schedule_is_eta_at_every_t(rate):
+    ts = np.array([1, 2, 33, 1000, 123457])
+    etas = rate.schedule(ts)
+    assert etas.dtype == np.float64 and etas.shape == ts.shape
+    np.testing.assert_allclose(etas, [rate.eta(int(t)) for t in ts], rtol=1e-15)
+    with pytest.raises(ValueError, match="starts at 1, got 0"):
+        rate.schedule(np.array([3, 0]))
+
+
+def test_base_schedule_calls_eta():
+    class Halving(LearningRateSGD):
+        def eta(self, t):
+            return 1.0 / 2 ** t
+
+    np.testing.assert_array_equal(BaseLearningRate.schedule(Halving(), [1, 2, 3]),
+                                  [0.5, 0.25, 0.125])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rate", RATES, ids=RATE_IDS)
+def test_stepper_equals_successive_update_weights(rate, dtype):
+    """The training loop builds one stepper per epoch over gradient buffers that change
+    at every batch: bit for bit the same as calling update_weights batch after batch."""
+    rng = np.random.RandomState(0)
+    shapes = [(5, 3), (3,)]
+    weights = [rng.randn(*shape).astype(dtype) for shape in shapes]
+    reference = [w.copy() for w in weights]
+    gradients = [np.zeros(shape, dtype=dtype) for shape in shapes]
+    state, reference_state = rate.init_state(weights), rate.init_state(reference)
+    step = rate.stepper(weights, gradients, state)
+    for eta in (0.1, 0.05, 0.01):
+        batch = [rng.randn(*shape).astype(dtype) for shape in shapes]
+        for buffer, value in zip(gradients, batch, strict=True):
+            buffer[...] = value
+        step(eta)
+        rate.update_weights(reference, batch, reference_state, eta)
+    for got, expected in zip([*weights, *state], [*reference, *reference_state], strict=True):
+        np.testing.assert_array_equal(got, expected)
+        assert got.dtype == expected.dtype
+
+
+@pytest.mark.parametrize("rate, message", [
+    (LearningRateSGD(eta0=-1.0), "eta0 must be a finite number > 0"),
+    (LearningRateSGDNesterov(momentum=1.5), "momentum must be in"),
+    (LearningRateAdam(beta1=1.0), "beta1 must be a number in"),
+])
+def test_stepper_validates_when_built(rate, message):
+    weights = [np.zeros((2, 2), dtype=np.float32)]
+    with pytest.raises(ValueError, match=message):
+        rate.stepper(weights, [np.zeros((2, 2), dtype=np.float32)], [])

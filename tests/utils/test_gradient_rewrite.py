@@ -7,6 +7,7 @@ from onnx import TensorProto, helper
 from onnxruntime import ExecutionMode, GraphOptimizationLevel, InferenceSession, SessionOptions
 
 from skl_ortgrad.utils.gradient_rewrite import (
+    FAST_REWRITES,
     GRADIENT_REWRITES,
     MS_DOMAIN,
     needs_gradient_rewrite,
@@ -237,3 +238,30 @@ def test_unoptimized_session_options_copy():
     assert options.graph_optimization_level == GraphOptimizationLevel.ORT_ENABLE_ALL
     default = unoptimized_session_options()
     assert default.graph_optimization_level == GraphOptimizationLevel.ORT_DISABLE_ALL
+
+
+def test_selected_rewrites_only(rng):
+    """float32 graphs get FAST_REWRITES only (ReluGrad): the result is exactly the
+    kernel's, and the other training operators (FusedMatMul) stay for the optimizer."""
+    relu = _one_node_model("ReluGrad", {"dY": None, "X": None}).graph.node[0]
+    matmul = helper.make_node("FusedMatMul", ["A", "B"], ["Y1"], domain=MS_DOMAIN)
+    graph = helper.make_graph(
+        [relu, matmul], "two",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [None, None])
+         for n in ("dY", "X", "A", "B")],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y0", "Y1")],
+    )
+    model = make_model(graph, domains=[(MS_DOMAIN, 1)])
+    rewritten = rewrite_gradient_graph(model, FAST_REWRITES)
+    assert [n.op_type for n in rewritten.graph.node] == ["Relu", "Sign", "Mul", "FusedMatMul"]
+    assert not needs_gradient_rewrite(rewritten, FAST_REWRITES)
+    assert needs_gradient_rewrite(rewritten)
+    feeds = {"dY": rng.randn(40, 30), "X": rng.randn(40, 30), "A": rng.randn(40, 3),
+             "B": rng.randn(3, 5)}
+    feeds = {k: v.astype(np.float32) for k, v in feeds.items()}
+    feeds["X"][0, :4] = 0
+    options = SessionOptions()  # optimizations on, as float32 training runs
+    got = InferenceSession(rewritten.SerializeToString(), options).run(None, feeds)
+    expected = _run(model, feeds)
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(g, e)

@@ -1,0 +1,131 @@
+"""The one-call training step: the fused gradient graph against numpy and against the
+two-call forward/backward of the same engine."""
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
+
+from skl_ortgrad import SquareLearningLoss
+from skl_ortgrad.training.ortgradient import OrtGradientForwardBackward
+from skl_ortgrad.training.ortgradient_step import OrtGradientStep
+from skl_ortgrad.utils.onnx_model import OPSET
+from skl_ortgrad.utils.orttraining_helper import fused_gradient_model, merge_loss_graph
+
+CPU = OrtDevice(OrtDevice.cpu(), OrtDevice.default_memory(), 0)
+
+
+def _engine(onx, weighted=False):
+    loss = SquareLearningLoss().build_onnx_function(OPSET, "cpu", weighted=weighted)
+    train = merge_loss_graph(onx, loss, weight_name="sample_weight" if weighted else None)
+    return OrtGradientForwardBackward(train)
+
+
+def _feeds(arrays):
+    vect = OrtValueVector()
+    for array in arrays:
+        vect.push_back(OrtValue.ortvalue_from_numpy(array, CPU))
+    return vect
+
+
+def _batch(regression_data, rows):
+    X, y = regression_data
+    rng = np.random.RandomState(0)
+    coef = rng.randn(X.shape[1], 1).astype(np.float32)
+    intercept = np.array([0.3], dtype=np.float32)
+    return X[:rows].copy(), y[:rows].reshape((-1, 1)).copy(), coef, intercept
+
+
+@pytest.mark.parametrize("batch_rows", [32, None], ids=["static", "dynamic"])
+def test_step_matches_numpy(linear_onnx, regression_data, batch_rows):
+    """Loss 1/2 sum r^2 and gradients scale * X^T r, scale * sum r, with r = Xw + b - y."""
+    engine = _engine(linear_onnx)
+    step = engine.step_function(batch_rows)
+    assert step.feed_names == ["X", "label", "coef", "intercept", "loss_grad"]
+    assert step.fetch_names == ["loss", "coef_grad", "intercept_grad"]
+    X, y, coef, intercept = arrays = _batch(regression_data, 32)
+    scale = np.array(1 / 32, dtype=np.float32)
+    step.run(_feeds([*arrays, scale]))
+    loss, g_coef, g_intercept = step.outputs
+    residual = X @ coef + intercept - y
+    assert float(loss) == pytest.approx(0.5 * float((residual**2).sum()), rel=1e-5)
+    np.testing.assert_allclose(g_coef, X.T @ residual / 32, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g_intercept, residual.sum(axis=0) / 32, rtol=1e-5, atol=1e-6)
+
+
+def test_step_matches_forward_backward_of_the_engine(mlp_onnx, regression_data):
+    """An MLP (tanh) with sample weights: the one-call step gives exactly what
+    run_forward + run_backward give on the same feeds."""
+    _, onx = mlp_onnx
+    X, y = regression_data
+    engine = _engine(onx, weighted=True)
+    names = engine.cls_type_.weights_to_train
+    weights = [engine.get_initializer(name) for name in names]
+    rows = 50
+    sw = np.random.RandomState(2).uniform(0, 2, rows).astype(np.float32)
+    arrays = [X[:rows].copy(), y[:rows].reshape((-1, 1)).copy(), sw, *weights]
+    scale = np.array(1 / sw.sum(), dtype=np.float32)
+    step = engine.step_function(rows)
+    step.run(_feeds([*arrays, scale]))
+    function = engine.new_instance()
+    loss = function.forward(arrays, training=True)[0].numpy()
+    gradients = function.backward([scale])
+    assert float(step.outputs[0]) == pytest.approx(float(loss), rel=1e-6)
+    assert len(step.outputs) == 1 + len(names)
+    for i, name in enumerate(names):
+        np.testing.assert_allclose(step.outputs[1 + i], gradients[i].numpy(), rtol=1e-5,
+                                   atol=1e-7, err_msg=name)
+
+
+def test_steps_of_an_engine_share_their_buffers(linear_onnx, regression_data):
+    """The static step (full batches) and the dynamic one (the last, partial batch) write
+    into the same arrays, which stay the same objects from call to call."""
+    engine = _engine(linear_onnx)
+    static, dynamic = engine.step_function(32), engine.step_function(None)
+    assert isinstance(static, OrtGradientStep) and engine.step_function(32) is static
+    assert all(a is b for a, b in zip(static.outputs, dynamic.outputs, strict=True))
+    buffers = [id(a) for a in static.outputs]
+    arrays = _batch(regression_data, 7)
+    dynamic.run(_feeds([*arrays, np.array(1 / 7, dtype=np.float32)]))
+    X, y, coef, intercept = arrays
+    residual = X @ coef + intercept - y
+    np.testing.assert_allclose(static.outputs[1], X.T @ residual / 7, rtol=1e-5, atol=1e-6)
+    assert [id(a) for a in static.outputs] == buffers
+
+
+def test_static_batch_dimension_is_folded(linear_onnx, tmp_path):
+    """The reason for the static step: with the batch dimension fixed, onnxruntime's
+    optimizer folds the builder's shape computations into constants and runs a smaller
+    graph than the one with a symbolic batch."""
+    engine = _engine(linear_onnx)
+    gradient = onnx.load_from_string(engine.gradient_model_)
+    nodes = {}
+    for rows in (32, None):
+        fused = fused_gradient_model(gradient, engine.onnx_model, ["X", "label"], rows)
+        assert not [n for n in fused.graph.node if n.op_type == "YieldOp"]
+        dims = {i.name: [d.dim_value or d.dim_param for d in i.type.tensor_type.shape.dim]
+                for i in fused.graph.input}
+        assert dims["loss_grad"] == [] and dims["X"][1] == 4
+        assert (dims["X"][0] == 32) == (rows == 32)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = str(tmp_path / f"{rows}.onnx")
+        ort.InferenceSession(fused.SerializeToString(), options,
+                             providers=["CPUExecutionProvider"])
+        optimized = onnx.load(options.optimized_model_filepath)
+        nodes[rows] = len(optimized.graph.node)
+    assert nodes[32] < nodes[None] - 5, nodes
+
+
+def test_fused_gradient_model_needs_one_yield_op(linear_onnx):
+    with pytest.raises(ValueError, match="Expected one YieldOp in the gradient graph, found 0"):
+        fused_gradient_model(linear_onnx, linear_onnx, ["X"], None)
+
+
+def test_step_of_a_graph_without_loss_is_refused(linear_onnx):
+    """A training step writes into buffers allocated once: outputs of unknown shape (a
+    prediction with a symbolic batch dimension) cannot be trained through it."""
+    engine = OrtGradientForwardBackward(linear_onnx)
+    with pytest.raises(ValueError, match="must have static shapes"):
+        engine.step_function(None)
