@@ -38,11 +38,7 @@ class ClassifierTargetsMixin:
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
         check_classification_targets(y)
         if first_call:
-            if classes is not None:
-                self.classes_ = unique_labels(np.asarray(classes))
-                self._check_known(y)
-            else:
-                self.classes_ = unique_labels(y)
+            self.classes_ = unique_labels(np.asarray(classes) if classes is not None else y)
             if len(self.classes_) < 2:
                 raise ValueError(
                     f"The classifier needs samples of at least 2 classes; got 1 class: "
@@ -56,8 +52,7 @@ class ClassifierTargetsMixin:
                     f"classes={np.asarray(classes).tolist()} is not classes_="
                     f"{self.classes_.tolist()} seen at the first call."
                 )
-            self._check_known(y)
-        index = np.searchsorted(self.classes_, y)
+        index = self._class_index(y)
         if len(self.classes_) == 2:
             return (index == 1).astype(np.float32).reshape((-1, 1))
         one_hot = np.zeros((len(index), len(self.classes_)), dtype=np.float32)
@@ -78,12 +73,25 @@ class ClassifierTargetsMixin:
             raise ValueError("classes must be passed on the first call to partial_fit.")
         return self._partial_fit(X, y, sample_weight, classes=classes)
 
-    def _check_known(self, y: np.ndarray) -> None:
-        unknown = np.setdiff1d(unique_labels(y), self.classes_)
-        if len(unknown):
+    def _class_index(self, y: np.ndarray) -> np.ndarray:
+        """Position of every label in ``classes_`` (sorted).
+
+        One binary search per label finds the position and, compared back, whether the
+        label is there at all: no sort of ``y`` (which was 1 ms of a 50k-row call).
+
+        Raises
+        ------
+        ValueError
+            If some labels are not in ``classes_``.
+        """
+        index = np.searchsorted(self.classes_, y)
+        known = self.classes_.take(index, mode="clip") == y
+        if not known.all():
+            unknown = np.unique(np.asarray(y)[~known])
             raise ValueError(
                 f"Labels {unknown.tolist()} are not in classes_={self.classes_.tolist()}."
             )
+        return index
 
     def _scores(self, outputs: dict[str, np.ndarray]) -> np.ndarray:
         scores = outputs[self._template_.score]

@@ -82,6 +82,23 @@ def test_unknown_labels_in_partial_fit(data):
     _assert_unchanged(model, snapshot)
 
 
+def test_unknown_labels_of_another_type(data):
+    """String classes, then labels that sort anywhere among them or are not strings:
+    every unknown label is named once, sorted, whatever its position."""
+    X, y = data
+    names = np.array(["b", "d", "f"])[y]
+    model = OnnxSGDClassifier(random_state=0).fit(X, names)
+    snapshot = _snapshot(model)
+    other = names.astype(object)
+    other[:3], other[3:5] = "a", "z"
+    with pytest.raises(ValueError, match=r"Labels \['a', 'z'\] are not in classes_="
+                                         r"\['b', 'd', 'f'\]"):
+        model.partial_fit(X, other)
+    with pytest.raises(ValueError, match=r"Labels \[0, 1, 2\] are not in classes_"):
+        model.partial_fit(X, y)
+    _assert_unchanged(model, snapshot)
+
+
 def test_single_class_is_an_error(data):
     X, _ = data
     with pytest.raises(ValueError, match="at least 2 classes"):
