@@ -38,6 +38,7 @@ from onnxruntime.capi._pybind_state import (
 from skl_ortgrad.training.ortgradient_step import OrtGradientStep
 from skl_ortgrad.utils.gradient_rewrite import (
     FAST_REWRITES,
+    fold_gradient_shapes,
     rewrite_gradient_graph,
     unoptimized_session_options,
 )
@@ -565,9 +566,10 @@ class OrtGradientForwardBackward:
         Parameters
         ----------
         batch_rows : int, optional
-            Rows of every batch the step will see: a static batch dimension lets
-            onnxruntime fold the gradient's shape computations (see
-            :func:`~skl_ortgrad.utils.orttraining_helper.fused_gradient_model`). None
+            Rows of every batch the step will see: with a static batch dimension the
+            gradient's shape computations become constants (onnxruntime's own folding,
+            see :func:`~skl_ortgrad.utils.orttraining_helper.fused_gradient_model`, and
+            :func:`~skl_ortgrad.utils.gradient_rewrite.fold_gradient_shapes`). None
             accepts any number of rows.
 
         Returns
@@ -582,6 +584,8 @@ class OrtGradientForwardBackward:
                 onnx.load_from_string(self.gradient_model_), self.onnx_model,
                 self.cls_type_.input_names, batch_rows,
             )
+            if batch_rows is not None:
+                fused = fold_gradient_shapes(fused)
             options, providers = self._step_session
             shared = next(iter(self._steps.values())).outputs if self._steps else None
             step = OrtGradientStep(fused, options, providers, self.provider_options, shared)

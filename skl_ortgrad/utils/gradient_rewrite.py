@@ -1,4 +1,4 @@
-"""Make the gradient graphs of onnxruntime-training 1.19 run in float64.
+"""Rewrite the gradient graphs of onnxruntime-training 1.19: float64 kernels, speed.
 
 ``OrtModuleGraphBuilder`` writes the backward pass with operators of the
 ``com.microsoft`` domain. Some of them only have float (and float16) kernels in the CPU
@@ -20,6 +20,10 @@ standard ONNX operators computing the same values; everything else, ``YieldOp``
 included, is kept as is. The session running the result must be created with graph
 optimizations disabled, otherwise onnxruntime fuses ``Transpose`` + ``MatMul`` back
 into ``FusedMatMul``.
+
+Two rewrites are about speed, in every dtype: ``FAST_REWRITES`` (``ReluGrad``, whose
+kernel branches per element) and :func:`fold_gradient_shapes`, which turns the
+shape arithmetic of a graph with static shapes into constants.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from collections.abc import Callable, Collection
 
 import numpy as np
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
-from onnxruntime import GraphOptimizationLevel, SessionOptions
+from onnxruntime import GraphOptimizationLevel, InferenceSession, SessionOptions
+from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
 
 from skl_ortgrad.utils.onnx_model import graph_names, make_model, unique_name
 
@@ -345,4 +350,83 @@ def unoptimized_session_options(options: SessionOptions | None = None) -> Sessio
         for name in _SESSION_PROPERTIES:
             setattr(result, name, getattr(options, name))
     result.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
+    return result
+
+
+def fold_gradient_shapes(model: ModelProto) -> ModelProto:
+    """Replace the ``BroadcastGradientArgs`` nodes of a graph with static inputs by constants.
+
+    The gradient builder computes, at every run, which axes each broadcast operand's
+    gradient is summed over: ``Shape`` nodes feed ``BroadcastGradientArgs``, whose
+    outputs are the ``axes`` input of ``ReduceSum`` nodes. onnxruntime does not fold this
+    training operator even when every shape is known, and a ``ReduceSum`` whose axes
+    arrive at run time takes a generic path. When every graph input has a static shape,
+    the axes are the same at every run: this function computes them once, with
+    onnxruntime's own kernel on zero feeds, stores them as initializers and removes the
+    nodes nobody reads any more. Outputs are bit for bit the same. Measured on 1.19.2
+    (one thread, whole ``partial_fit`` epochs over 100k x 100, folded and unfolded
+    interleaved in one process): at batch 32, linear regression 54.7 -> 48.3 ms and
+    binary logistic regression 83.5 -> 69.3 ms; at batch 1000, 2-4 % less; the
+    100 -> 128 -> 10 MLP of the benchmarks, no measurable change.
+
+    Parameters
+    ----------
+    model : ModelProto
+        A graph without ``YieldOp`` (see
+        :func:`~skl_ortgrad.utils.orttraining_helper.fused_gradient_model`).
+
+    Returns
+    -------
+    ModelProto
+        A new model; a plain copy when the graph has no ``BroadcastGradientArgs``, an
+        input with a symbolic dimension, or nodes that fail on zero inputs (a
+        ``Range`` with a zero step...), where only real data gives the shapes.
+    """
+    result = ModelProto()
+    result.CopyFrom(model)
+    graph = result.graph
+    folded = [node for node in graph.node if node.op_type == "BroadcastGradientArgs"]
+    initialized = {init.name for init in graph.initializer}
+    feeds = {}
+    for info in graph.input:
+        if info.name in initialized:
+            continue
+        dims = info.type.tensor_type.shape.dim
+        if not all(dim.HasField("dim_value") for dim in dims):
+            return result
+        dtype = helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type)
+        feeds[info.name] = np.zeros([dim.dim_value for dim in dims], dtype=dtype)
+    if not folded:
+        return result
+    targets = [name for node in folded for name in node.output if name]
+    probe = ModelProto()
+    probe.CopyFrom(result)
+    del probe.graph.output[:]
+    probe.graph.output.extend(
+        helper.make_tensor_value_info(name, TensorProto.INT64, None) for name in targets
+    )
+    options = SessionOptions()
+    options.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3
+    try:
+        values = InferenceSession(
+            probe.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        ).run(targets, feeds)
+    except (Fail, InvalidArgument, RuntimeException):
+        return result
+
+    kept = [node for node in graph.node if node.op_type != "BroadcastGradientArgs"]
+    needed = {output.name for output in graph.output}
+    alive: list[NodeProto] = []
+    for node in reversed(kept):
+        if any(name in needed for name in node.output):
+            alive.append(node)
+            needed.update(node.input)
+    del graph.node[:]
+    graph.node.extend(reversed(alive))
+    graph.initializer.extend(
+        numpy_helper.from_array(np.asarray(value), name)
+        for name, value in zip(targets, values, strict=True)
+        if name in needed
+    )
     return result

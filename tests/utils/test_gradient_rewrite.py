@@ -3,13 +3,14 @@
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from onnxruntime import ExecutionMode, GraphOptimizationLevel, InferenceSession, SessionOptions
 
 from skl_ortgrad.utils.gradient_rewrite import (
     FAST_REWRITES,
     GRADIENT_REWRITES,
     MS_DOMAIN,
+    fold_gradient_shapes,
     needs_gradient_rewrite,
     rewrite_gradient_graph,
     unoptimized_session_options,
@@ -265,3 +266,56 @@ def test_selected_rewrites_only(rng):
     expected = _run(model, feeds)
     for g, e in zip(got, expected, strict=True):
         np.testing.assert_array_equal(g, e)
+
+
+def _broadcast_model(rows, extra=()):
+    """dB of Y = A + B (A [rows, 3], B [3]) the way the gradient builder writes it:
+    Shape -> BroadcastGradientArgs -> ReduceSum over the returned axes."""
+    nodes = [
+        helper.make_node("Shape", ["A"], ["sa"]),
+        helper.make_node("Shape", ["B"], ["sb"]),
+        helper.make_node("BroadcastGradientArgs", ["sa", "sb"], ["ra", "rb"],
+                         domain=MS_DOMAIN),
+        helper.make_node("ReduceSum", ["A", "rb"], ["rs"], keepdims=1,
+                         noop_with_empty_axes=1),
+        helper.make_node("Reshape", ["rs", "sb"], ["dB"]),
+        *extra,
+    ]
+    outputs = [helper.make_tensor_value_info("dB", TensorProto.FLOAT, None)]
+    if extra:
+        outputs.append(helper.make_tensor_value_info(extra[-1].output[0], TensorProto.FLOAT,
+                                                     None))
+    graph = helper.make_graph(
+        nodes, "broadcast",
+        [helper.make_tensor_value_info("A", TensorProto.FLOAT, [rows, 3]),
+         helper.make_tensor_value_info("B", TensorProto.FLOAT, [3])],
+        outputs,
+    )
+    return make_model(graph, domains=[(MS_DOMAIN, 1)])
+
+
+def test_fold_gradient_shapes(rng):
+    """The reduction axes become constants, the nodes that computed them go, and the
+    result is the same as the unfolded graph's."""
+    model = _broadcast_model(5)
+    folded = fold_gradient_shapes(model)
+    assert [n.op_type for n in folded.graph.node] == ["Shape", "ReduceSum", "Reshape"]
+    axes = {i.name: numpy_helper.to_array(i) for i in folded.graph.initializer}
+    np.testing.assert_array_equal(axes["rb"], [0])
+    feeds = {"A": rng.randn(5, 3).astype(np.float32), "B": rng.randn(3).astype(np.float32)}
+    (expected,) = _run(model, feeds)
+    (got,) = InferenceSession(folded.SerializeToString()).run(None, feeds)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_allclose(got, feeds["A"].sum(axis=0), rtol=1e-6)
+
+
+def test_fold_gradient_shapes_needs_static_inputs_that_run_on_zeros():
+    """A symbolic batch dimension, or a node that fails on zeros (Range with a zero
+    step): nothing is folded, the graph stays correct."""
+    symbolic = _broadcast_model(None)
+    assert fold_gradient_shapes(symbolic) == symbolic
+    failing = _broadcast_model(5, extra=(
+        helper.make_node("ReduceSum", ["A"], ["total"], keepdims=0),
+        helper.make_node("Range", ["total", "total", "total"], ["steps"]),
+    ))
+    assert fold_gradient_shapes(failing) == failing
