@@ -309,13 +309,44 @@ def test_fold_gradient_shapes(rng):
     np.testing.assert_allclose(got, feeds["A"].sum(axis=0), rtol=1e-6)
 
 
-def test_fold_gradient_shapes_needs_static_inputs_that_run_on_zeros():
-    """A symbolic batch dimension, or a node that fails on zeros (Range with a zero
-    step): nothing is folded, the graph stays correct."""
+def test_fold_gradient_shapes_removes_what_does_nothing_at_static_shapes(rng):
+    """A ReduceSum over axes of size 1 and a Reshape to the shape the tensor already has
+    become Identity; the shape computations they read disappear."""
+    extra = (
+        helper.make_node("Shape", ["dB"], ["sdb"]),
+        helper.make_node("Reshape", ["dB", "sdb"], ["same"]),
+        helper.make_node("Unsqueeze", ["same", "zero"], ["row"]),
+        helper.make_node("ReduceSum", ["row", "zero"], ["summed"], keepdims=1),
+        helper.make_node("Shape", ["summed"], ["ss"]),
+        helper.make_node("Expand", ["summed", "ss"], ["out"]),
+    )
+    model = _broadcast_model(4, extra=extra)
+    model.graph.initializer.append(numpy_helper.from_array(np.array([0], np.int64), "zero"))
+    folded = fold_gradient_shapes(model)
+    ops = [n.op_type for n in folded.graph.node]
+    assert ops.count("Identity") == 3 and "Expand" not in ops and ops.count("Shape") == 1
+    feeds = {"A": rng.randn(4, 3).astype(np.float32), "B": rng.randn(3).astype(np.float32)}
+    for got, expected in zip(InferenceSession(folded.SerializeToString()).run(None, feeds),
+                             _run(model, feeds), strict=True):
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_fold_gradient_shapes_keeps_shapes_it_cannot_prove_static():
+    """A symbolic batch dimension, or a shape read from data (here a Range whose limit
+    is a sum of the input): nothing is folded."""
     symbolic = _broadcast_model(None)
     assert fold_gradient_shapes(symbolic) == symbolic
-    failing = _broadcast_model(5, extra=(
+    data_shaped = _broadcast_model(5, extra=(
         helper.make_node("ReduceSum", ["A"], ["total"], keepdims=0),
         helper.make_node("Range", ["total", "total", "total"], ["steps"]),
     ))
-    assert fold_gradient_shapes(failing) == failing
+    assert fold_gradient_shapes(data_shaped) == data_shaped
+
+
+def test_fold_gradient_shapes_keeps_graphs_the_cpu_cannot_run():
+    """The probe runs on the CPU: an operator it does not implement leaves the graph as
+    it is, to fail (or not) where it runs for real."""
+    model = _broadcast_model(5, extra=(
+        helper.make_node("NotAKernelHere", ["dB"], ["other"], domain=MS_DOMAIN),
+    ))
+    assert fold_gradient_shapes(model) == model
