@@ -220,7 +220,7 @@ def _anatomy_shape(bs: int, d: int, n_rows: int, repeat: int) -> tuple[dict, dic
         _timeit(lambda: np.take(Xe, perm, axis=0, out=buf, mode="clip"), 1, e_rep))
     per_epoch["rng.permutation(n)"] = (
         _timeit(lambda: np.random.RandomState(0).permutation(n_rows), 1, e_rep))
-    per_epoch["feed vectors of all batches (first epoch of each call)"] = (
+    per_epoch["feed vectors of all batches (once per data layout)"] = (
         _timeit(lambda: [_feeds([xb, yb, *weights, scale]) for _ in range(n_batches)],
                 1, e_rep))
     per_epoch["np.copyto(buf, X) (plain copy, for scale)"] = (
@@ -250,8 +250,9 @@ def anatomy_tables(repeat: int) -> list[Table]:
     t1.add("sum of the pieces of _epoch (step .. penalty)",
            *[sum(pieces[k][i] for k in parts) for i in range(len(shapes))])
     t1.notes += [
-        "the feed vectors (rows, weights, output gradient) are built once per "
-        "fit/partial_fit call on the CPU and reused at every epoch of that call.",
+        "the feed vectors (rows, weights, output gradient) are built once on the CPU "
+        "and reused at every epoch and by later partial_fit calls with data of the same "
+        "layout (MiniBatchLoader.refill).",
         "the TrainingAgent row is the two-call path the loop used before; the engine "
         "keeps it for OrtGradientForwardBackwardFunction.forward/backward.",
         "Python's loop, the interrupt check and the t_ update make the rest of the whole "

@@ -7,8 +7,9 @@ penalized, usually not the intercepts):
 
     P(w) = l_1 \lVert w \rVert_1 + \frac{l_2}{2} \lVert w \rVert_2^2
 
-After every gradient step the optimizer calls ``penalty.update_weights(weights, eta)``,
-a proximal step scaled by the learning rate :math:`\eta`:
+After every gradient step the optimizer applies a proximal step scaled by the learning
+rate :math:`\eta` (``step = penalty.stepper(weights)`` once per epoch, ``step(eta)`` per
+batch; ``penalty.update_weights(weights, eta)`` is one such step):
 
 .. math::
 
@@ -26,7 +27,6 @@ set to zero.
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 from abc import abstractmethod
@@ -70,18 +70,24 @@ class BaseLearningPenalty(BaseLearningObject, family="learning penalty"):
     def penalty_loss(self, weights: list[np.ndarray]) -> float:
         """Return the value of the penalty for ``weights``."""
 
-    @abstractmethod
     def update_weights(self, weights: list[np.ndarray], eta: float) -> None:
-        """Apply the proximal step of the penalty to ``weights``, in place."""
+        """Apply the proximal step of the penalty to ``weights``, in place.
 
-    def stepper(self, weights: list[np.ndarray]) -> Callable[[float], None]:
-        """Return ``step(eta)``, :meth:`update_weights` bound to ``weights``.
-
-        The optimizer builds it once per epoch and calls it after every update.
-        Subclasses override it to validate once; this default calls
-        :meth:`update_weights` at every step.
+        One step: ``self.stepper(weights)(eta)``.
         """
-        return functools.partial(self.update_weights, weights)
+        self.stepper(weights)(eta)
+
+    @abstractmethod
+    def stepper(self, weights: list[np.ndarray]) -> Callable[[float], None]:
+        """Return ``step(eta)``, the proximal step of ``weights`` (in place).
+
+        Validated once; the optimizer builds one per epoch and calls it after every
+        update.
+        """
+
+
+def _unchanged(eta: float) -> None:
+    """The step of no penalty."""
 
 
 class NoLearningPenalty(BaseLearningPenalty):
@@ -94,8 +100,9 @@ class NoLearningPenalty(BaseLearningPenalty):
         """Return 0."""
         return 0.0
 
-    def update_weights(self, weights: list[np.ndarray], eta: float) -> None:
-        """Do nothing: the weights stay as they are."""
+    def stepper(self, weights: list[np.ndarray]) -> Callable[[float], None]:
+        """Return a step that leaves the weights as they are."""
+        return _unchanged
 
     def build_onnx_function(
         self, opset: int, device: str, n_tensors: int, dtype: type | np.dtype = np.float32
@@ -181,20 +188,9 @@ class ElasticLearningPenalty(BaseLearningPenalty):
             total += 0.5 * float(self.l2) * float(np.square(w64).sum())
         return total
 
-    def update_weights(self, weights: list[np.ndarray], eta: float) -> None:
-        """Apply the proximal step (L2 decay, then L1 soft thresholding) in place.
-
-        Parameters
-        ----------
-        weights : list of numpy arrays
-            Modified in place (onnxruntime may hold their buffers).
-        eta : float
-            Learning rate of the current update.
-        """
-        self.stepper(weights)(eta)
-
     def stepper(self, weights: list[np.ndarray]) -> Callable[[float], None]:
-        """Return ``step(eta)`` applying the proximal step to ``weights`` in place.
+        """Return ``step(eta)`` applying the proximal step (L2 decay, then L1 soft
+        thresholding) to ``weights`` in place.
 
         Validated here, once; ``step`` uses one preallocated temporary per weight.
         """

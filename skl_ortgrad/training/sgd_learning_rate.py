@@ -36,7 +36,6 @@ Schedules (``learning_rate`` parameter), the same as scikit-learn's
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 from abc import abstractmethod
@@ -114,7 +113,6 @@ class BaseLearningRate(BaseLearningObject, family="learning rate"):
     def init_state(self, weights: list[np.ndarray]) -> list[np.ndarray]:
         """Return the state :meth:`update_weights` needs, one array per weight or none."""
 
-    @abstractmethod
     def update_weights(
         self,
         weights: list[np.ndarray],
@@ -122,7 +120,22 @@ class BaseLearningRate(BaseLearningObject, family="learning rate"):
         state: list[np.ndarray],
         eta: float,
     ) -> None:
-        """Move ``weights`` (and ``state``) in place given the gradients of the mean loss."""
+        """Move ``weights`` (and ``state``) in place given the gradients of the mean loss.
+
+        One update: ``self.stepper(weights, gradients, state)(eta)``.
+
+        Parameters
+        ----------
+        weights : list of numpy arrays
+            Modified in place (onnxruntime may hold their buffers).
+        gradients : list of numpy arrays
+            Gradients of the mini-batch's mean loss, same shapes as ``weights``.
+        state : list of numpy arrays
+            From :meth:`init_state`, modified in place.
+        eta : float
+            Learning rate of this update, usually ``self.eta(t)``.
+        """
+        self.stepper(weights, gradients, state)(eta)
 
     def schedule(self, ts: np.ndarray) -> np.ndarray:
         """Return ``[eta(t) for t in ts]`` as a float64 array.
@@ -132,19 +145,18 @@ class BaseLearningRate(BaseLearningObject, family="learning rate"):
         """
         return np.array([self.eta(int(t)) for t in ts], dtype=np.float64)
 
+    @abstractmethod
     def stepper(
         self,
         weights: list[np.ndarray],
         gradients: list[np.ndarray],
         state: list[np.ndarray],
     ) -> Callable[[float], None]:
-        """Return ``step(eta)``, :meth:`update_weights` bound to these buffers.
+        """Return ``step(eta)``, the update of these buffers, validated once.
 
-        ``gradients`` are buffers overwritten before every call of ``step``. Subclasses
-        override it to validate once and preallocate their temporaries; this default
-        calls :meth:`update_weights` at every step.
+        ``gradients`` are buffers overwritten before every call of ``step``; ``step``
+        moves ``weights`` and ``state`` in place. The optimizer builds one per epoch.
         """
-        return functools.partial(self.update_weights, weights, gradients, state)
 
 
 class LearningRateSGD(BaseLearningRate):
@@ -267,28 +279,6 @@ class LearningRateSGD(BaseLearningRate):
         self._check_params()
         return []
 
-    def update_weights(
-        self,
-        weights: list[np.ndarray],
-        gradients: list[np.ndarray],
-        state: list[np.ndarray],
-        eta: float,
-    ) -> None:
-        r"""Apply :math:`w \leftarrow w - \eta g` to every weight, in place.
-
-        Parameters
-        ----------
-        weights : list of numpy arrays
-            Modified in place (onnxruntime may hold their buffers).
-        gradients : list of numpy arrays
-            Gradients of the mini-batch's mean loss, same shapes as ``weights``.
-        state : list
-            Unused (``[]``, see :meth:`init_state`).
-        eta : float
-            Learning rate of this update, usually ``self.eta(t)``.
-        """
-        self.stepper(weights, gradients, state)(eta)
-
     def stepper(
         self,
         weights: list[np.ndarray],
@@ -298,6 +288,7 @@ class LearningRateSGD(BaseLearningRate):
         r"""Return ``step(eta)`` applying :math:`w \leftarrow w - \eta g` in place.
 
         Validated here, once; ``step`` uses one preallocated temporary per weight.
+        ``state`` is unused (``[]``, see :meth:`init_state`).
         """
         self._check_params()
         _check_lists(weights, gradients)
@@ -408,28 +399,6 @@ class LearningRateSGDNesterov(LearningRateSGD):
         self._check_params()
         return [np.zeros_like(w, order="C") for w in weights]
 
-    def update_weights(
-        self,
-        weights: list[np.ndarray],
-        gradients: list[np.ndarray],
-        state: list[np.ndarray],
-        eta: float,
-    ) -> None:
-        r"""Apply the momentum update to weights and velocities, both in place.
-
-        Parameters
-        ----------
-        weights : list of numpy arrays
-            Modified in place.
-        gradients : list of numpy arrays
-            Gradients of the mini-batch's mean loss.
-        state : list of numpy arrays
-            Velocities from :meth:`init_state`, modified in place.
-        eta : float
-            Learning rate of this update.
-        """
-        self.stepper(weights, gradients, state)(eta)
-
     def stepper(
         self,
         weights: list[np.ndarray],
@@ -438,7 +407,9 @@ class LearningRateSGDNesterov(LearningRateSGD):
     ) -> Callable[[float], None]:
         """Return ``step(eta)`` applying the momentum update in place.
 
-        Validated here, once; ``step`` uses two preallocated temporaries per weight.
+        ``state`` holds the velocities from :meth:`init_state`, updated in place with
+        the weights. Validated here, once; ``step`` uses two preallocated temporaries
+        per weight.
         """
         self._check_params()
         _check_lists(weights, gradients)
@@ -681,38 +652,18 @@ class LearningRateAdam(BaseLearningRate):
         if not isinstance(counter, np.ndarray) or counter.shape != ():
             raise ValueError("The last state entry must be the 0-d array counting updates.")
 
-    def update_weights(
-        self,
-        weights: list[np.ndarray],
-        gradients: list[np.ndarray],
-        state: list[np.ndarray],
-        eta: float,
-    ) -> None:
-        r"""Apply one Adam update to weights, moments and counter, all in place.
-
-        Parameters
-        ----------
-        weights : list of numpy arrays
-            Modified in place (onnxruntime may hold their buffers).
-        gradients : list of numpy arrays
-            Gradients of the mini-batch's mean loss, same shapes as ``weights``.
-        state : list of numpy arrays
-            ``[m_0..m_{n-1}, v_0..v_{n-1}, k]`` from :meth:`init_state`, modified in
-            place: :math:`k \leftarrow k + 1`, then the moments, then the weights.
-        eta : float
-            Step size :math:`\eta` of this update, usually ``self.eta(t)``.
-        """
-        self.stepper(weights, gradients, state)(eta)
-
     def stepper(
         self,
         weights: list[np.ndarray],
         gradients: list[np.ndarray],
         state: list[np.ndarray],
     ) -> Callable[[float], None]:
-        """Return ``step(eta)`` applying one Adam update in place.
+        r"""Return ``step(eta)`` applying one Adam update in place.
 
-        Validated here, once; ``step`` uses two preallocated scratch arrays per weight.
+        ``state`` is ``[m_0..m_{n-1}, v_0..v_{n-1}, k]`` from :meth:`init_state`; every
+        step does :math:`k \leftarrow k + 1`, then the moments, then the weights, all in
+        place. Validated here, once; ``step`` uses two preallocated scratch arrays per
+        weight.
         """
         self._check_params()
         _check_lists(weights, gradients)
