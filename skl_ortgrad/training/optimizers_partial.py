@@ -623,10 +623,13 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         :class:`_TornUpdate` (some weights may have moved, others not).
         """
         rows = loader.rows
-        full = engine.step_function(loader.batch_size)
-        partial = engine.step_function(None) if rows[-1] != loader.batch_size else full
-        runs = [full.run] * (len(rows) - 1) + [partial.run]
-        loss_buffer, gradients = full.outputs[0], full.outputs[1:]
+        # A static step for batch_size rows, the general one for any other count (the
+        # last batch, calls with fewer rows): two sessions at most, whatever the stream.
+        size = int(self.batch_size)
+        steps = {n: engine.step_function(size if n == size else None) for n in set(rows)}
+        runs = [steps[n].run for n in rows]
+        # All the steps of an engine write into the same buffers.
+        loss_buffer, *gradients = steps[rows[0]].outputs
         weights = self.weights_
         step = self.learning_rate_.stepper(weights, gradients, self.lr_state_)
         decay = self.learning_penalty_.stepper(self._penalized())

@@ -202,3 +202,55 @@ def test_bad_parameters(linear_onnx, regression_data):
         OrtGradientForwardBackwardOptimizer(linear_onnx, weights_to_train=["w"]).fit(X, y)
     with pytest.raises(ValueError, match="X has 200 rows but y has 10"):
         OrtGradientForwardBackwardOptimizer(linear_onnx).fit(X, y[:10])
+
+
+def _sgd_step(opt, X, y, eta):
+    """One full-batch SGD step of the squared loss in float64, from opt's weights."""
+    coef, intercept = (w.astype(np.float64) for w in opt.weights_)
+    residual = X @ coef + intercept - y.reshape((-1, 1))
+    return coef - eta * X.T @ residual / len(X), intercept - eta * residual.mean(axis=0)
+
+
+def test_stream_of_chunk_sizes_builds_two_sessions_at_most(linear_onnx, regression_data):
+    """Chunks smaller than batch_size, of many sizes: every size but batch_size runs the
+    general step (no session per size), and each such call is one exact SGD step."""
+    X, y = regression_data
+    opt = OrtGradientForwardBackwardOptimizer(
+        linear_onnx, batch_size=50, shuffle=False, learning_rate=0.05, random_state=0)
+    opt.partial_fit(X[:50], y[:50])
+    start = 50
+    for rows in (7, 13, 20, 31, 9):
+        chunk_X, chunk_y = X[start:start + rows], y[start:start + rows]
+        start += rows
+        expected = _sgd_step(opt, chunk_X, chunk_y, 0.05)
+        opt.partial_fit(chunk_X, chunk_y)
+        for got, want in zip(opt.weights_, expected, strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    opt.partial_fit(X[:120], y[:120])  # two full batches and a partial one
+    engine = next(iter(opt._engines.values()))
+    assert set(engine._steps) == {50, None}
+
+
+def test_partial_fit_stream_reuses_its_loader(linear_onnx, regression_data):
+    """Same layout: the same loader (buffers, feed vectors) serves the next call, on
+    the new rows; a non-warm fit replaces the weights and drops it."""
+    X, y = regression_data
+    opt = OrtGradientForwardBackwardOptimizer(
+        linear_onnx, max_iter=1, batch_size=100, shuffle=False, learning_rate=0.05)
+    opt.partial_fit(X[:100], y[:100])
+    loader = opt._last_loader[1]
+    opt.partial_fit(X[:100], y[:100])
+    assert opt._last_loader[1] is loader
+    other_X, other_y = X[100:].copy(), y[100:].copy()  # same shapes, other memory
+    expected = _sgd_step(opt, other_X, other_y, 0.05)
+    opt.partial_fit(other_X, other_y)
+    for got, want in zip(opt.weights_, expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    shuffled = OrtGradientForwardBackwardOptimizer(
+        linear_onnx, max_iter=1, batch_size=100, learning_rate=0.05, random_state=0)
+    shuffled.partial_fit(X[:100], y[:100])
+    loader = shuffled._last_loader[1]
+    shuffled.partial_fit(other_X, other_y)  # copied into the same buffers
+    assert shuffled._last_loader[1] is loader
+    shuffled.fit(X[:100], y[:100])
+    assert shuffled._last_loader[1] is not loader
