@@ -73,9 +73,10 @@ class BaseLearningPenalty(BaseLearningObject, family="learning penalty"):
     def update_weights(self, weights: list[np.ndarray], eta: float) -> None:
         """Apply the proximal step of the penalty to ``weights``, in place.
 
-        One step: ``self.stepper(weights)(eta)``.
+        One step: ``self.stepper(weights)(float(eta))`` (a Python float keeps the
+        arithmetic in the weights' dtype).
         """
-        self.stepper(weights)(eta)
+        self.stepper(weights)(float(eta))
 
     @abstractmethod
     def stepper(self, weights: list[np.ndarray]) -> Callable[[float], None]:

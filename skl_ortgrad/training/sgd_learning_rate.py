@@ -122,7 +122,9 @@ class BaseLearningRate(BaseLearningObject, family="learning rate"):
     ) -> None:
         """Move ``weights`` (and ``state``) in place given the gradients of the mean loss.
 
-        One update: ``self.stepper(weights, gradients, state)(eta)``.
+        One update: ``self.stepper(weights, gradients, state)(float(eta))``. A Python
+        float keeps the arithmetic in the weights' dtype (a numpy float64 would promote
+        float32 updates to float64, then round back).
 
         Parameters
         ----------
@@ -135,7 +137,7 @@ class BaseLearningRate(BaseLearningObject, family="learning rate"):
         eta : float
             Learning rate of this update, usually ``self.eta(t)``.
         """
-        self.stepper(weights, gradients, state)(eta)
+        self.stepper(weights, gradients, state)(float(eta))
 
     def schedule(self, ts: np.ndarray) -> np.ndarray:
         """Return ``[eta(t) for t in ts]`` as a float64 array.

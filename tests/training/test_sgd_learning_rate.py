@@ -433,3 +433,18 @@ def test_stepper_validates_when_built(rate, message):
     weights = [np.zeros((2, 2), dtype=np.float32)]
     with pytest.raises(ValueError, match=message):
         rate.stepper(weights, [np.zeros((2, 2), dtype=np.float32)], [])
+
+
+def test_update_weights_takes_eta_as_a_python_float():
+    """A numpy float64 eta updates float32 weights exactly as the Python float does:
+    the arithmetic stays in float32 (no float64 detour with another rounding)."""
+    rng = np.random.RandomState(3)
+    weights = rng.randn(50).astype(np.float32)
+    gradient = rng.randn(50).astype(np.float32)
+    eta = np.float64(0.1234567891)
+    by_numpy, by_float = weights.copy(), weights.copy()
+    rate = LearningRateSGD(learning_rate="constant")
+    rate.update_weights([by_numpy], [gradient], [], eta)
+    rate.update_weights([by_float], [gradient], [], float(eta))
+    np.testing.assert_array_equal(by_numpy, by_float)
+    np.testing.assert_array_equal(by_float, weights - np.float32(eta) * gradient)
