@@ -3,7 +3,19 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test demo lint bench clean docs
+# Python 3.13 runs the suite a second time with plain onnxruntime (no onnxruntime-training
+# wheels there): the newest pyenv 3.13.x (free-threaded builds skipped), else a python3.13 on
+# PATH that actually runs (the pyenv shim refuses unless PYENV_VERSION selects 3.13).
+# Override with PYTHON313=/path/to/python3.13.
+PYTHON313 ?= $(shell p=$$(ls -d "$$(pyenv root 2>/dev/null)"/versions/3.13*/bin/python3.13 \
+	2>/dev/null | grep -v 't/bin/' | sort -V | tail -n 1); \
+	if [ -n "$$p" ] && "$$p" -c pass 2>/dev/null; then echo "$$p"; \
+	elif python3.13 -c pass 2>/dev/null; then command -v python3.13; fi)
+VENV313 := .venv313
+PY313 := $(VENV313)/bin/python
+STAMP313 := $(VENV313)/.installed
+
+.PHONY: venv venv313 test test311 test313 demo lint bench clean docs
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,11 +26,31 @@ $(STAMP): requirements.txt requirements-dev.txt setup.py
 
 venv: $(STAMP)
 
-# The docs step of `test` is tests/test_docs.py: the `docs` build below (-W, gallery
-# executed) on a copy of docs/ and examples/, checked for every public name.
-test: $(STAMP)
-	$(PY) -m ruff check skl_ortgrad tests examples bench
+$(STAMP313): requirements.txt requirements-dev.txt setup.py
+	@test -n "$(PYTHON313)" || { echo "Python 3.13 not found: install it (pyenv install 3.13)" \
+		"or set PYTHON313=/path/to/python3.13" >&2; exit 1; }
+	test -x $(PY313) || $(PYTHON313) -m venv $(VENV313)
+	$(PY313) -m pip install --quiet --upgrade pip
+	$(PY313) -m pip install --quiet -r requirements-dev.txt
+	$(PY313) -m pip install --quiet --no-deps -e .
+	touch $(STAMP313)
+
+venv313: $(STAMP313)
+
+# `test` = ruff + the suite on Python 3.11 (onnxruntime-training-cpu; "auto" is the
+# onnxruntime-training backend, the backend tests run both), the suite again there with "auto"
+# meaning the standard-ONNX backend, then the suite on Python 3.13 (plain onnxruntime, "onnx"
+# backend). The docs step is tests/test_docs.py: the `docs` build below (-W, gallery
+# executed) on a copy of docs/ and examples/, checked for every public name; it runs once per
+# Python.
+test: test311 test313
+
+test311: lint
 	$(PY) -m pytest -q tests
+	SKL_ORTGRAD_BACKEND=onnx $(PY) -m pytest -q tests --deselect tests/test_docs.py
+
+test313: $(STAMP313)
+	$(PY313) -m pytest -q tests
 
 demo: $(STAMP)
 	$(PY) examples/demo.py
@@ -34,4 +66,4 @@ bench: $(STAMP)
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VENV313) build dist *.egg-info .pytest_cache .ruff_cache

@@ -4,12 +4,19 @@ import warnings
 
 import numpy as np
 import pytest
+from _backends import AVAILABLE
 from skl2onnx import to_onnx
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LinearRegression
 from sklearn.neural_network import MLPRegressor
 
 from skl_ortgrad.utils.onnx_model import TARGET_OPSET
+
+
+@pytest.fixture(params=AVAILABLE)
+def backend(request):
+    """Every gradient backend installed here, in turn."""
+    return request.param
 
 
 @pytest.fixture(scope="session")

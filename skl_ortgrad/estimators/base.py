@@ -22,6 +22,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from skl_ortgrad.exceptions import ConvergenceError
+from skl_ortgrad.gradient.backend import BACKEND_NAMES, resolve_backend
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
 from skl_ortgrad.training.ortgradient import device_providers, log_severity, parse_device
 from skl_ortgrad.training.sgd_learning_loss import BaseLearningLoss
@@ -115,7 +116,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
 
     Parameters are those of scikit-learn's SGD estimators, plus the pluggable training
     objects (``learning_rate``, ``learning_loss``, ``learning_penalty``: None, a float,
-    a string alias or an object), ``device`` and ``n_threads``.
+    a string alias or an object), ``device``, ``n_threads``, ``dtype`` and ``backend``.
     """
 
     _parameter_constraints: ClassVar[dict] = {
@@ -138,6 +139,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         "n_threads": [Interval(numbers.Integral, 1, None, closed="left")],
         # np.float32, np.float64 or their names; checked by _dtype().
         "dtype": "no_validation",
+        "backend": [StrOptions(set(BACKEND_NAMES))],
     }
 
     def __init__(
@@ -158,6 +160,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         device: str = "cpu",
         n_threads: int = 1,
         dtype: Any = np.float32,
+        backend: str = "auto",
     ) -> None:
         self.learning_rate = learning_rate
         self.learning_loss = learning_loss
@@ -175,6 +178,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         self.device = device
         self.n_threads = n_threads
         self.dtype = dtype
+        self.backend = backend
 
     # -- what subclasses define -------------------------------------------------------
 
@@ -305,6 +309,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             if restart:
                 parse_device(self.device)
                 device_providers(self.device)
+                self.backend_ = resolve_backend(self.backend)
                 self.default_learning_rate_ = self._default_rate(X)
                 self._build_optimizer(X.shape[1], X.shape[0])
             optimizer = self.optimizer_
@@ -383,6 +388,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             n_threads=self.n_threads,
             validation_every=1,
             penalized_weights=template.penalized,
+            backend=self.backend,
         )
         self.loss_curve_ = []
         self.n_iter_ = 0

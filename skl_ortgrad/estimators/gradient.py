@@ -116,6 +116,7 @@ class _BaseOnnxGradient(BaseOnnxEstimator):
         device: str = "cpu",
         n_threads: int = 1,
         dtype: Any = np.float32,
+        backend: str = "auto",
     ) -> None:
         self.estimator = estimator
         super().__init__(
@@ -124,7 +125,7 @@ class _BaseOnnxGradient(BaseOnnxEstimator):
             tol=tol, n_iter_no_change=n_iter_no_change, early_stopping=early_stopping,
             validation_fraction=validation_fraction, shuffle=shuffle,
             random_state=random_state, warm_start=warm_start, verbose=verbose,
-            device=device, n_threads=n_threads, dtype=dtype,
+            device=device, n_threads=n_threads, dtype=dtype, backend=backend,
         )
 
     def _start(self, X: Any, y: Any, sample_weight: Any) -> None:
@@ -208,7 +209,7 @@ class OnnxGradientRegressor(RegressorMixin, _BaseOnnxGradient):
         As in :class:`~skl_ortgrad.OnnxSGDRegressor`.
     validation_fraction, shuffle, random_state, warm_start, verbose :
         As in :class:`~skl_ortgrad.OnnxSGDRegressor`.
-    device, n_threads, dtype :
+    device, n_threads, dtype, backend :
         As in :class:`~skl_ortgrad.OnnxSGDRegressor`.
 
     Attributes

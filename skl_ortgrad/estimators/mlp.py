@@ -80,6 +80,7 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
         device: str = "cpu",
         n_threads: int = 1,
         dtype: Any = np.float32,
+        backend: str = "auto",
     ) -> None:
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
@@ -90,7 +91,7 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
             tol=tol, n_iter_no_change=n_iter_no_change, early_stopping=early_stopping,
             validation_fraction=validation_fraction, shuffle=shuffle,
             random_state=random_state, warm_start=warm_start, verbose=verbose,
-            device=device, n_threads=n_threads, dtype=dtype,
+            device=device, n_threads=n_threads, dtype=dtype, backend=backend,
         )
 
     def _resolved_batch_size(self, n_samples: int) -> int:
@@ -173,7 +174,7 @@ _SHARED_DOC = """
         None: Adam with :math:`\\eta = 0.001` (scikit-learn's MLP default).
     learning_loss, learning_penalty, early_stopping, validation_fraction, shuffle :
         As in :class:`~skl_ortgrad.OnnxSGDRegressor`.
-    random_state, warm_start, verbose, device, n_threads, dtype :
+    random_state, warm_start, verbose, device, n_threads, dtype, backend :
         As in :class:`~skl_ortgrad.OnnxSGDRegressor`.
     max_iter, tol, n_iter_no_change, batch_size :
         As in :class:`~skl_ortgrad.OnnxSGDRegressor`; the defaults of ``max_iter``

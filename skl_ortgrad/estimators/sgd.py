@@ -116,9 +116,17 @@ class OnnxSGDRegressor(RegressorMixin, BaseOnnxEstimator):
         onnxruntime intra-op threads.
     dtype : np.float32 or np.float64
         Float type of the graph: the weights, the training and the exported model.
+    backend : {'auto', 'onnxruntime-training', 'onnx'}
+        Which gradient backend builds the training graph: onnxruntime-training's
+        graph builder, or skl_ortgrad's own differentiator in standard ONNX, which runs
+        on any onnxruntime (Python 3.13+, onnxruntime-gpu). 'auto' takes
+        onnxruntime-training where it is installed, else 'onnx'. Both give the same
+        gradients; the trained model is the same ONNX graph either way.
 
     Attributes
     ----------
+    backend_ : str
+        The gradient backend used ('auto' resolved).
     coef_ : ndarray of shape (n_features,)
     intercept_ : ndarray of shape (1,)
     n_iter_, t_, loss_curve_, best_loss_, n_features_in_, feature_names_in_ :

@@ -1,11 +1,8 @@
-"""Gradient graphs of ONNX models built with onnxruntime-training's graph builder.
+"""Gradient graphs of ONNX models that a plain ``InferenceSession`` runs.
 
-``OrtModuleGraphBuilder`` returns one graph holding the forward pass, a ``YieldOp`` node
-(com.microsoft) and the backward pass. ``YieldOp`` hands the model outputs
-:math:`y_j` to the caller and receives :math:`\\partial L / \\partial y_j` back; such a graph
-runs only inside a ``TrainingAgent``. :func:`onnx_derivative` removes the ``YieldOp`` so that
-a plain ``InferenceSession`` computes, for weights :math:`W` and the requested inputs
-:math:`X`,
+:func:`onnx_derivative` asks a gradient backend (:mod:`skl_ortgrad.gradient.backend`) for
+the one-call gradient graph of a model and shapes it as :class:`DerivativeOptions` says.
+For weights :math:`W` and the requested inputs :math:`X` it computes
 
 .. math::
 
@@ -26,6 +23,8 @@ import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
 
+from skl_ortgrad.gradient.backend import build_gradient, resolve_backend
+from skl_ortgrad.graph.opset import main_opset
 from skl_ortgrad.utils.onnx_model import graph_names, make_model, unique_name
 from skl_ortgrad.utils.orttraining_helper import get_train_initializer
 
@@ -58,22 +57,6 @@ class DerivativeOptions(enum.IntFlag):
     Loss = 8
 
 
-def _builder_classes():
-    # Imported lazily: loading the training extension costs time and only this module
-    # (and the engine) needs it. Never onnxruntime.training, which imports torch.
-    from onnxruntime.capi._pybind_state import (
-        OrtModuleGraphBuilder,
-        OrtModuleGraphBuilderConfiguration,
-        TrainingGraphTransformerConfiguration,
-    )
-
-    return (
-        OrtModuleGraphBuilder,
-        OrtModuleGraphBuilderConfiguration,
-        TrainingGraphTransformerConfiguration,
-    )
-
-
 def onnx_derivative(
     onx: ModelProto,
     weights: Sequence[str] | None = None,
@@ -83,6 +66,7 @@ def onnx_derivative(
     label: str | None = None,
     path_name: str | None = None,
     verbose: int = 0,
+    backend: str = "auto",
 ) -> ModelProto:
     """Build the gradient graph of ``onx`` with respect to weights and inputs.
 
@@ -113,6 +97,10 @@ def onnx_derivative(
         Save the result to this file.
     verbose : int
         Print the steps when > 0.
+    backend : str
+        Gradient backend: ``"auto"``, ``"onnxruntime-training"`` or ``"onnx"`` (see
+        :func:`skl_ortgrad.gradient.resolve_backend`). ``KeepYieldOp`` needs
+        ``"onnxruntime-training"``.
 
     Returns
     -------
@@ -164,122 +152,77 @@ def onnx_derivative(
         if label in inputs:
             raise ValueError(f"The label {label!r} cannot be differentiated.")
 
-    (
-        OrtModuleGraphBuilder,
-        OrtModuleGraphBuilderConfiguration,
-        TrainingGraphTransformerConfiguration,
-    ) = _builder_classes()
-    config = OrtModuleGraphBuilderConfiguration()
-    config.initializer_names = weights
-    config.initializer_names_to_train = weights
-    config.input_names_require_grad = inputs
-    config.build_gradient_graph = True
-    builder = OrtModuleGraphBuilder()
-    builder.initialize(onx.SerializeToString(), config)
-    builder.build(TrainingGraphTransformerConfiguration())
-    grad_model = onnx.load_from_string(builder.get_gradient_model())
-    if verbose > 0:
-        info = builder.get_graph_info()
-        print(
-            f"[onnx_derivative] weights={weights} inputs={inputs} "
-            f"gradients={info.initializer_grad_names_to_train} "
-            f"output gradients={info.module_output_gradient_name}"
+    if DerivativeOptions.KeepYieldOp in options and resolve_backend(backend) != (
+        "onnxruntime-training"
+    ):
+        raise ValueError(
+            "DerivativeOptions.KeepYieldOp returns onnxruntime-training's graph with its "
+            f"YieldOp: it needs backend='onnxruntime-training', got {backend!r}."
         )
-    if not grad_model.graph.output:
-        raise ValueError("The gradient builder produced a graph without any gradient.")
-
+    gradient = build_gradient(onx, weights, inputs, backend=backend)
+    if verbose > 0:
+        print(
+            f"[onnx_derivative] backend={gradient.backend} weights={weights} "
+            f"inputs={inputs} output gradients={gradient.differentiable_outputs}"
+        )
     if options == DerivativeOptions.KeepYieldOp:
-        result = grad_model
+        result = gradient.yield_model
     else:
-        result = _remove_yield_op(onx, grad_model, options, loss, verbose)
+        result = _shape_outputs(onx, gradient.fused, gradient.differentiable_outputs,
+                                options, loss, verbose)
     if path_name is not None:
         onnx.save(result, path_name)
     return result
 
 
-def _remove_yield_op(
+def _shape_outputs(
     onx: ModelProto,
-    grad_model: ModelProto,
+    fused: ModelProto,
+    differentiable: list[str],
     options: DerivativeOptions,
     loss: str | None,
     verbose: int,
 ) -> ModelProto:
-    """Replace ``YieldOp`` by graph inputs or constants, see :func:`onnx_derivative`."""
-    graph = grad_model.graph
-    yields = [n for n in graph.node if n.op_type == "YieldOp"]
-    if len(yields) != 1:
-        raise RuntimeError(f"Expected one YieldOp in the gradient graph, found {len(yields)}.")
-    yield_node = yields[0]
-    outputs_info = {o.name: o for o in onx.graph.output}
+    """Turn output gradient inputs into constants and choose the outputs, see
+    :func:`onnx_derivative`."""
+    graph = fused.graph
     taken = graph_names(graph)
-
-    new_inputs: list[ValueInfoProto] = []
-    new_nodes: list[NodeProto] = []
-    # YieldOp's inputs are the model outputs, its outputs the gradients of the
-    # differentiable ones only: the indices listed in non_differentiable_outputs (an int64
-    # label, ...) have no output, the others keep their order.
-    skipped = set()
-    for att in yield_node.attribute:
-        if att.name == "non_differentiable_outputs":
-            skipped = set(att.ints)
-    differentiable = [n for i, n in enumerate(yield_node.input) if i not in skipped]
-    if len(differentiable) != len(yield_node.output):
-        raise RuntimeError(
-            f"YieldOp has {len(yield_node.output)} outputs for the differentiable "
-            f"outputs {differentiable}."
-        )
-    for out_name, grad_name in zip(differentiable, yield_node.output, strict=True):
-        info = outputs_info[out_name]
-        elem = info.type.tensor_type.elem_type
+    constants: dict[str, float] = {}
+    for out_name in differentiable:
         if DerivativeOptions.Loss in options and out_name == loss:
-            value = 1.0
+            constants[out_name] = 1.0
         elif DerivativeOptions.FillGrad in options:
-            value = 1.0
+            constants[out_name] = 1.0
         elif DerivativeOptions.Loss in options:
-            value = 0.0
-        else:
-            grad_info = ValueInfoProto()
-            grad_info.CopyFrom(info)
-            grad_info.name = grad_name
-            new_inputs.append(grad_info)
-            continue
-        # Output gradients must have the full shape of the output (YieldOp's
-        # full_shape_outputs): ConstantOfShape(Shape(output)).
+            constants[out_name] = 0.0
+    elem = {o.name: o.type.tensor_type.elem_type for o in onx.graph.output}
+    new_nodes: list[NodeProto] = []
+    for out_name, value in constants.items():
+        # An output gradient has the full shape of its output: ConstantOfShape(Shape(y)).
         shape = unique_name(f"{out_name}_shape", taken)
         new_nodes.append(helper.make_node("Shape", [out_name], [shape], name=shape))
-        new_nodes.append(
-            helper.make_node(
-                "ConstantOfShape",
-                [shape],
-                [grad_name],
-                name=unique_name(f"{grad_name}_fill", taken),
-                value=helper.make_tensor("value", elem, [1], [value]),
-            )
-        )
+        new_nodes.append(helper.make_node(
+            "ConstantOfShape", [shape], [f"{out_name}_grad"],
+            name=unique_name(f"{out_name}_grad_fill", taken),
+            value=helper.make_tensor("value", elem[out_name], [1], [value]),
+        ))
         if verbose > 1:
-            print(f"[onnx_derivative] {grad_name} = {value} like {out_name}")
-
-    nodes = []
-    for node in graph.node:
-        if node is yield_node:
-            nodes.extend(new_nodes)
-        else:
-            nodes.append(node)
-
-    outputs = list(graph.output)
-    if DerivativeOptions.KeepOutputs in options:
-        outputs = list(onx.graph.output) + outputs
+            print(f"[onnx_derivative] {out_name}_grad = {value} like {out_name}")
+    filled = {f"{name}_grad" for name in constants}
+    n_outputs = len(onx.graph.output)
+    outputs = list(graph.output) if DerivativeOptions.KeepOutputs in options else list(
+        graph.output
+    )[n_outputs:]
     new_graph = helper.make_graph(
-        nodes,
+        [*new_nodes, *graph.node],
         graph.name,
-        list(graph.input) + new_inputs,
+        [i for i in graph.input if i.name not in filled],
         outputs,
         list(graph.initializer),
         value_info=list(graph.value_info),
     )
-    main_opset = next(op.version for op in grad_model.opset_import if op.domain == "")
-    domains = [(op.domain, op.version) for op in grad_model.opset_import if op.domain != ""]
-    return make_model(new_graph, opset=main_opset, domains=domains)
+    domains = [(op.domain, op.version) for op in fused.opset_import if op.domain != ""]
+    return make_model(new_graph, opset=main_opset(fused), domains=domains)
 
 
 _ORT_TYPES = {

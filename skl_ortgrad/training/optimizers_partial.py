@@ -52,6 +52,7 @@ from sklearn.utils import check_random_state
 from tqdm.auto import tqdm
 
 from skl_ortgrad.exceptions import ConvergenceError, PickleVersionWarning
+from skl_ortgrad.gradient.backend import resolve_backend
 from skl_ortgrad.training.data_loader import MiniBatchLoader
 from skl_ortgrad.training.ortgradient import (
     OrtGradientForwardBackward,
@@ -217,9 +218,15 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         See ``tol``.
     n_threads : int
         onnxruntime intra-op threads (1 is fastest on small graphs).
+    backend : str
+        Gradient backend: ``"auto"`` (onnxruntime-training where it imports, else
+        ``"onnx"``), ``"onnxruntime-training"`` or ``"onnx"``, see
+        :func:`skl_ortgrad.gradient.resolve_backend`.
 
     Attributes
     ----------
+    backend_ : str
+        The gradient backend used by the last training call (``"auto"`` resolved).
     weights_ : list of numpy.ndarray
         Current weights, in ``weights_to_train_`` order.
     weights_to_train_ : list of str
@@ -258,6 +265,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         tol: float | None = None,
         n_iter_no_change: int = 5,
         n_threads: int = 1,
+        backend: str = "auto",
     ) -> None:
         self.model_onnx = model_onnx
         self.weights_to_train = weights_to_train
@@ -279,6 +287,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
         self.n_threads = n_threads
+        self.backend = backend
 
     def set_params(self, **params: Any) -> OrtGradientForwardBackwardOptimizer:
         """Set parameters (scikit-learn's ``set_params``, with a fast path).
@@ -356,7 +365,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         engines = self.__dict__.setdefault("_engines", {})
         loss = self.learning_loss_
         key = (
-            weighted, type(loss).__name__,
+            weighted, resolve_backend(self.backend), type(loss).__name__,
             tuple((name, getattr(loss, name)) for name in _param_names(type(loss))),
         )
         if key not in engines:
@@ -384,7 +393,9 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                 providers=device_providers(self.device),
                 device_index=index,
                 enable_logging=self.enable_logging,
+                backend=key[1],
             )
+        self.backend_ = key[1]
         return engines[key]
 
     def _as_arrays(

@@ -1,9 +1,11 @@
 """Forward/backward engine: an ONNX model and the names of its weights become a function
-with ``forward`` and ``backward`` methods computed by onnxruntime-training.
+with ``forward`` and ``backward`` methods computed by onnxruntime.
 
-:class:`OrtGradientForwardBackward` builds the gradient graph once
-(``OrtModuleGraphBuilder``), creates the inference session and the ``TrainingAgent``
-that runs it in two halves, and generates a subclass of
+:class:`OrtGradientForwardBackward` builds the gradient graph once with a gradient
+backend (:mod:`skl_ortgrad.gradient.backend`: onnxruntime-training's
+``OrtModuleGraphBuilder``, or skl_ortgrad's own differentiator in standard ONNX), creates
+the sessions that run it in two halves (``TrainingAgent`` for the first, two plain
+inference sessions for the second), and generates a subclass of
 :class:`OrtGradientForwardBackwardFunction` holding them. Every instance of that class
 (:meth:`OrtGradientForwardBackward.new_instance`) is one forward/backward pair, the way
 ``torch.autograd.Function`` works: ``forward`` saves what ``backward`` needs.
@@ -24,25 +26,15 @@ import onnx
 from onnxruntime import InferenceSession, RunOptions, SessionOptions
 from onnxruntime.capi._pybind_state import (
     OrtDevice,
-    OrtModuleGraphBuilder,
-    OrtModuleGraphBuilderConfiguration,
     OrtValue,
-    OrtValueCache,
     OrtValueVector,
-    PartialGraphExecutionState,
-    TrainingAgent,
-    TrainingGraphTransformerConfiguration,
     get_available_providers,
 )
 
+from skl_ortgrad.gradient.backend import GradientGraph, build_gradient
 from skl_ortgrad.training.ortgradient_step import OrtGradientStep
-from skl_ortgrad.utils.gradient_rewrite import (
-    FAST_REWRITES,
-    fold_gradient_shapes,
-    rewrite_gradient_graph,
-    unoptimized_session_options,
-)
-from skl_ortgrad.utils.orttraining_helper import fused_gradient_model, get_train_initializer
+from skl_ortgrad.utils.gradient_rewrite import unoptimized_session_options
+from skl_ortgrad.utils.orttraining_helper import get_train_initializer
 
 _ORT_TO_NUMPY = {
     "tensor(float)": np.dtype(np.float32),
@@ -107,6 +99,18 @@ def ort_device(device: str) -> OrtDevice:
     return OrtDevice(kind_id, OrtDevice.default_memory(), index)
 
 
+def _elem_dtype(info: onnx.ValueInfoProto) -> np.dtype:
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type))
+
+
+def _declared_shape(info: onnx.ValueInfoProto) -> list[Any]:
+    """Declared dimensions: numbers, or the symbolic name (None if unnamed)."""
+    return [
+        dim.dim_value if dim.HasField("dim_value") else (dim.dim_param or None)
+        for dim in info.type.tensor_type.shape.dim
+    ]
+
+
 def _node_inputs(node: onnx.NodeProto) -> list[str]:
     """Inputs of ``node``, including the outer names its subgraphs (If, Loop) read."""
     names = list(node.input)
@@ -134,6 +138,81 @@ def _unreachable(graph: onnx.GraphProto, weights: list[str], outputs: list[str])
     return [name for name in weights if name not in needed]
 
 
+
+class _AgentCalls:
+    """``forward``/``backward`` in two halves through onnxruntime-training's
+    ``TrainingAgent`` (backend ``"onnxruntime-training"``): the forward pass keeps its
+    intermediate results in a ``PartialGraphExecutionState`` for the backward pass."""
+
+    def __init__(self, gradient: GradientGraph, options: SessionOptions,
+                 providers: list[str], provider_options: list[dict] | None,
+                 device: OrtDevice, feed_names: list[str], grad_names: list[str]) -> None:
+        from onnxruntime.capi._pybind_state import OrtValueCache, TrainingAgent
+
+        # TrainingAgent borrows the session without a reference: keep it alive here.
+        self._session = InferenceSession(
+            gradient.yield_model.SerializeToString(), options, providers=providers,
+            provider_options=provider_options,
+        )
+        n_outputs = len(gradient.training_model.graph.output)
+        self._agent = TrainingAgent(
+            self._session._sess, feed_names, [device] * n_outputs, grad_names,
+            [device] * len(grad_names), 0,
+        )
+        self._cache = OrtValueCache()
+
+    def forward(self, inputs: OrtValueVector, outputs: OrtValueVector) -> Any:
+        from onnxruntime.capi._pybind_state import PartialGraphExecutionState
+
+        state = PartialGraphExecutionState()
+        self._agent.run_forward(inputs, outputs, state, self._cache)
+        return state
+
+    def backward(self, state: Any, grad_outputs: OrtValueVector,
+                 gradients: OrtValueVector) -> None:
+        self._agent.run_backward(grad_outputs, gradients, state)
+
+
+class _FusedCalls:
+    """``forward``/``backward`` on plain onnxruntime (backend ``"onnx"``): the forward
+    pass runs the inference graph and keeps its feeds; the backward pass runs the
+    one-call gradient graph on them with the output gradients, which recomputes the
+    forward values it needs (one more forward pass, no training kernel)."""
+
+    def __init__(self, gradient: GradientGraph, options: SessionOptions,
+                 providers: list[str], provider_options: list[dict] | None,
+                 device: OrtDevice, feed_names: list[str], grad_names: list[str],
+                 inference: InferenceSession, run_options: RunOptions) -> None:
+        self._session = InferenceSession(
+            gradient.fused.SerializeToString(), options, providers=providers,
+            provider_options=provider_options,
+        )
+        self._inference = inference
+        self._feed_names = feed_names
+        self._output_names = [out.name for out in gradient.training_model.graph.output]
+        self._grad_feed_names = [f"{name}_grad" for name in gradient.differentiable_outputs]
+        self._grad_names = grad_names
+        self._device = device
+        self._run_options = run_options
+
+    def forward(self, inputs: OrtValueVector, outputs: OrtValueVector) -> Any:
+        self._inference._sess.run_with_ortvaluevector(
+            self._run_options, self._feed_names, inputs, self._output_names, outputs,
+            [self._device] * len(self._output_names),
+        )
+        return inputs
+
+    def backward(self, state: Any, grad_outputs: OrtValueVector,
+                 gradients: OrtValueVector) -> None:
+        feeds = OrtValueVector()
+        for value in [*state, *grad_outputs]:
+            feeds.push_back(value)
+        self._session._sess.run_with_ortvaluevector(
+            self._run_options, self._feed_names + self._grad_feed_names, feeds,
+            self._grad_names, gradients, [self._device] * len(self._grad_names),
+        )
+
+
 class OrtGradientForwardBackwardFunction:
     """One forward/backward computation through onnxruntime-training.
 
@@ -158,15 +237,13 @@ class OrtGradientForwardBackwardFunction:
     _feed_dtypes: list[np.dtype]
     _feed_shapes: list[list[Any]]
     _output_grad_dtypes: list[np.dtype]
-    _differentiable_outputs: list[int]
-    _training_agent: TrainingAgent
-    _training_sess: InferenceSession
-    _cache: OrtValueCache
+    backend: str
+    _calls: _AgentCalls | _FusedCalls
     _inference_sess: InferenceSession
     _run_options: RunOptions
 
     def __init__(self) -> None:
-        self._state: PartialGraphExecutionState | None = None
+        self._state: Any = None
         self._saved: tuple[Any, ...] = ()
 
     @staticmethod
@@ -264,8 +341,7 @@ class OrtGradientForwardBackwardFunction:
             inputs = self.input_to_ort(inputs)
         outputs = OrtValueVector() if forward_outputs_cache is None else forward_outputs_cache
         if training:
-            self._state = PartialGraphExecutionState()
-            self._training_agent.run_forward(inputs, outputs, self._state, self._cache)
+            self._state = self._calls.forward(inputs, outputs)
         else:
             self._inference_sess._sess.run_with_ortvaluevector(
                 self._run_options,
@@ -303,7 +379,7 @@ class OrtGradientForwardBackwardFunction:
             grad_outputs = self._grad_outputs_to_ort(grad_outputs)
         gradients = OrtValueVector() if backward_outputs_cache is None else backward_outputs_cache
         state, self._state = self._state, None
-        self._training_agent.run_backward(grad_outputs, gradients, state)
+        self._calls.backward(state, grad_outputs, gradients)
         self._saved = ()
         return gradients
 
@@ -353,20 +429,28 @@ class OrtGradientForwardBackward:
         Execution providers; default from ``device_index``: CPU.
     run_options : onnxruntime.RunOptions, optional
     graph_builder_config : OrtModuleGraphBuilderConfiguration, optional
-        Overrides the builder configuration.
+        Overrides the builder configuration (backend ``"onnxruntime-training"`` only).
     device_index : int
         CUDA device index when ``providers`` asks for CUDA.
     enable_logging : bool
         Verbose onnxruntime logging.
     debug : bool
         Check every feed's dtype and shape against the session.
+    backend : str
+        Gradient backend: ``"auto"`` (onnxruntime-training where it imports, else
+        ``"onnx"``), ``"onnxruntime-training"`` or ``"onnx"``.
 
     Attributes
     ----------
+    backend_ : str
+        The backend used (``"auto"`` resolved).
+    gradient_ : skl_ortgrad.gradient.backend.GradientGraph
+        What the backend built.
     cls_type_ : type
         The generated subclass of :class:`OrtGradientForwardBackwardFunction`.
     forward_model_, gradient_model_ : bytes
-        The forward graph (weights as inputs) and the gradient graph.
+        The forward graph (weights as inputs) and the backend's gradient graph
+        (:attr:`skl_ortgrad.gradient.GradientGraph.gradient_model`).
     """
 
     def __init__(
@@ -380,10 +464,11 @@ class OrtGradientForwardBackward:
         providers: list[str] | None = None,
         provider_options: list[dict] | None = None,
         run_options: RunOptions | None = None,
-        graph_builder_config: OrtModuleGraphBuilderConfiguration | None = None,
+        graph_builder_config: Any = None,
         device_index: int = 0,
         enable_logging: bool = False,
         debug: bool = False,
+        backend: str = "auto",
     ) -> None:
         if isinstance(onnx_model, bytes):
             onnx_model = onnx.load_from_string(onnx_model)
@@ -400,6 +485,7 @@ class OrtGradientForwardBackward:
         self.device_index = device_index
         self.enable_logging = enable_logging
         self.debug = debug
+        self.backend = backend
         self._build()
 
     # -- construction -----------------------------------------------------------------
@@ -468,66 +554,39 @@ class OrtGradientForwardBackward:
                 "path leads from them to an output, so they have no gradient. Remove them "
                 "from weights_to_train or fix the graph."
             )
-        config = self.graph_builder_config or OrtModuleGraphBuilderConfiguration()
-        config.initializer_names = weights
-        config.initializer_names_to_train = weights
-        config.input_names_require_grad = []
-        config.build_gradient_graph = True
-        builder = OrtModuleGraphBuilder()
-        builder.initialize(self.onnx_model.SerializeToString(), config)
-        builder.build(TrainingGraphTransformerConfiguration())
-        self.gradient_model_ = builder.get_gradient_model()
-        self.forward_model_ = builder.get_forward_model()
-        graph_info = builder.get_graph_info()
+        options = {} if self.graph_builder_config is None else {
+            "config": self.graph_builder_config
+        }
+        gradient = build_gradient(self.onnx_model, weights, backend=self.backend, **options)
+        self.gradient_ = gradient
+        self.backend_ = gradient.backend
+        self.forward_model_ = gradient.forward.SerializeToString()
+        self.gradient_model_ = gradient.gradient_model.SerializeToString()
 
         providers, device = self._providers()
         options = grad_options = self._session_options()
-        types = {init.name: init.data_type for init in graph.initializer}
-        gradient = onnx.load_from_string(self.gradient_model_)
-        if any(types[name] == onnx.TensorProto.DOUBLE for name in weights):
-            # onnxruntime-training 1.19 has no double kernel for FusedMatMul, ReluGrad,
-            # SoftmaxGrad_13...: rewrite them into standard operators, and keep the
-            # optimizers from fusing them back.
-            gradient = rewrite_gradient_graph(gradient)
+        if gradient.unoptimized:
             grad_options = unoptimized_session_options(options)
-        else:
-            # float32 keeps the optimized graph but not ReluGrad's branchy kernel.
-            gradient = rewrite_gradient_graph(gradient, FAST_REWRITES)
-        self.gradient_model_ = gradient.SerializeToString()
-        sess = InferenceSession(
-            self.gradient_model_, grad_options, providers=providers,
-            provider_options=self.provider_options,
-        )
         self._step_session = grad_options, providers
         self._steps: dict[int | None, OrtGradientStep] = {}
-        feeds = sess.get_inputs()
-        feed_names = [feed.name for feed in feeds]
-        # The builder orders feeds as graph inputs then initializer_names; forward()
-        # documents exactly that order, so a difference is a broken assumption.
-        if feed_names != input_names + weights:
-            raise RuntimeError(
-                f"Unexpected feed order {feed_names}, expected {input_names + weights}."
-            )
-        grad_names = [out.name for out in sess.get_outputs()]
-        if not grad_names:
-            raise ValueError(
-                f"onnxruntime built no gradient for weights {weights}: no path from them "
-                f"to the outputs {output_names}."
-            )
-        non_diff = set(graph_info.output_grad_indices_non_differentiable)
-        user_outputs = list(graph_info.user_output_names)
+        fused_inputs = {info.name: info for info in gradient.fused.graph.input}
+        feed_names = input_names + weights
+        grad_names = [f"{name}_grad" for name in weights]
+        non_diff = [name for name in output_names if name not in gradient.differentiable_outputs]
         out_types = {out.name: out.type.tensor_type.elem_type for out in graph.output}
-        differentiable = [i for i in range(len(user_outputs)) if i not in non_diff]
 
         dev = ort_device(device)
-        agent = TrainingAgent(
-            sess._sess, feed_names, [dev] * len(user_outputs), grad_names,
-            [dev] * len(grad_names), 0,
-        )
         inference = InferenceSession(
             self.forward_model_, options, providers=providers,
             provider_options=self.provider_options,
         )
+        run_options = self.run_options or RunOptions()
+        if gradient.backend == "onnxruntime-training":
+            calls = _AgentCalls(gradient, grad_options, providers, self.provider_options,
+                                dev, feed_names, grad_names)
+        else:
+            calls = _FusedCalls(gradient, grad_options, providers, self.provider_options,
+                                dev, feed_names, grad_names, inference, run_options)
         name = self.class_name or f"OrtGradientForwardBackwardFunction_{id(self)}"
         attributes = {
             "__doc__": f"Forward/backward of a model training {weights}.",
@@ -537,20 +596,17 @@ class OrtGradientForwardBackward:
             "grad_names": grad_names,
             "device": device,
             "debug": self.debug,
+            "backend": gradient.backend,
             "_ort_device": dev,
-            "_feed_dtypes": [_ORT_TO_NUMPY[feed.type] for feed in feeds],
-            "_feed_shapes": [feed.shape for feed in feeds],
+            "_feed_dtypes": [_elem_dtype(fused_inputs[name]) for name in feed_names],
+            "_feed_shapes": [_declared_shape(fused_inputs[name]) for name in feed_names],
             "_output_grad_dtypes": [
-                onnx.helper.tensor_dtype_to_np_dtype(out_types[user_outputs[i]])
-                for i in differentiable
+                onnx.helper.tensor_dtype_to_np_dtype(out_types[name])
+                for name in output_names if name not in non_diff
             ],
-            "_differentiable_outputs": differentiable,
-            "_training_agent": agent,
-            # TrainingAgent borrows the session without a reference: keep it alive here.
-            "_training_sess": sess,
-            "_cache": OrtValueCache(),
+            "_calls": calls,
             "_inference_sess": inference,
-            "_run_options": self.run_options or RunOptions(),
+            "_run_options": run_options,
         }
         self.cls_type_ = type(name, (OrtGradientForwardBackwardFunction,), attributes)
 
@@ -580,12 +636,10 @@ class OrtGradientForwardBackward:
             the steps of one engine write into the same buffers (``outputs``).
         """
         if batch_rows not in self._steps:
-            fused = fused_gradient_model(
-                onnx.load_from_string(self.gradient_model_), self.onnx_model,
-                self.cls_type_.input_names, batch_rows,
+            gradient = self.gradient_
+            fused = gradient.fused if batch_rows is None else gradient.static(
+                self._batch_inputs(), batch_rows
             )
-            if batch_rows is not None:
-                fused = fold_gradient_shapes(fused)
             options, providers = self._step_session
             shared = next(iter(self._steps.values())).outputs if self._steps else None
             step = OrtGradientStep(fused, options, providers, self.provider_options, shared)
@@ -596,6 +650,10 @@ class OrtGradientForwardBackward:
                 )
             self._steps[batch_rows] = step
         return self._steps[batch_rows]
+
+    def _batch_inputs(self) -> list[str]:
+        """The graph inputs whose first dimension is the batch (data, labels, weights)."""
+        return list(self.cls_type_.input_names)
 
     def get_initializer(self, name: str, exc: bool = True) -> np.ndarray | None:
         """Return initializer ``name`` of the model as a numpy array.
@@ -629,7 +687,7 @@ class OrtGradientForwardBackward:
     # No onnxruntime object pickles: keep the parameters and rebuild the sessions.
     _PICKLED = (
         "weights_to_train", "input_names", "output_names", "class_name", "providers",
-        "provider_options", "device_index", "enable_logging", "debug",
+        "provider_options", "device_index", "enable_logging", "debug", "backend",
     )
 
     def __getstate__(self) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 r"""One training step's gradient in one onnxruntime call.
 
-:class:`OrtGradientStep` runs the fused gradient graph of
-:func:`~skl_ortgrad.utils.orttraining_helper.fused_gradient_model`: given the inputs of a
+:class:`OrtGradientStep` runs the one-call gradient graph of a gradient backend
+(:class:`skl_ortgrad.gradient.GradientGraph`): given the inputs of a
 mini-batch, the weights and the output gradients :math:`\partial L / \partial y`, one
 ``run`` computes the forward outputs :math:`y` (the loss) and every weight gradient
 :math:`\partial L / \partial W_j`, and writes them into numpy buffers allocated once.
@@ -31,7 +31,8 @@ class OrtGradientStep:
     Parameters
     ----------
     fused_model : onnx.ModelProto
-        A graph from :func:`~skl_ortgrad.utils.orttraining_helper.fused_gradient_model`.
+        A one-call gradient graph (:attr:`skl_ortgrad.gradient.GradientGraph.fused` or its
+        static form).
     sess_options : SessionOptions
         Options of the session (threads, optimization level).
     providers : list of str
@@ -44,6 +45,8 @@ class OrtGradientStep:
 
     Attributes
     ----------
+    model : onnx.ModelProto
+        The graph it runs.
     feed_names : list of str
         What every feed vector holds, in order: the graph inputs, the weights, then the
         output gradients.
@@ -63,6 +66,7 @@ class OrtGradientStep:
         provider_options: list[dict] | None = None,
         outputs: list[np.ndarray] | None = None,
     ) -> None:
+        self.model = fused_model
         self._session = InferenceSession(
             fused_model.SerializeToString(), sess_options, providers=providers,
             provider_options=provider_options,

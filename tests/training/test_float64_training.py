@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import onnx
 import pytest
+from _backends import requires_training
 from skl2onnx import to_onnx
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPClassifier, MLPRegressor
@@ -44,9 +45,9 @@ def _fit(model, X, y):
         return model.fit(X, y)
 
 
-def _engine_gradients(onx, X, rng):
+def _engine_gradients(onx, X, rng, backend):
     """Forward + backward with a random output gradient; returns it, outputs, gradients."""
-    engine = OrtGradientForwardBackward(onx, weights_to_train=WEIGHTS)
+    engine = OrtGradientForwardBackward(onx, weights_to_train=WEIGHTS, backend=backend)
     function = engine.new_instance()
     weights = [np.ascontiguousarray(engine.get_initializer(w)) for w in WEIGHTS]
     outputs = function.forward([X, *weights], training=True)
@@ -77,12 +78,12 @@ def _no_rewritten_op_left(engine):
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
-def test_mlp_regressor_gradients(data, activation):
+def test_mlp_regressor_gradients(data, activation, backend):
     X, y = data
     mlp = _fit(MLPRegressor(hidden_layer_sizes=(6,), activation=activation, max_iter=20,
                             random_state=0), X, y)
     onx = to_onnx(mlp, X[:1], target_opset=TARGET_OPSET)
-    engine, d_out, out, got = _engine_gradients(onx, X, np.random.RandomState(1))
+    engine, d_out, out, got = _engine_gradients(onx, X, np.random.RandomState(1), backend)
     np.testing.assert_allclose(out.ravel(), mlp.predict(X), rtol=1e-12)
     expected, _ = _backprop(mlp, X, d_out)
     _assert_close(got, expected)
@@ -100,10 +101,10 @@ def _classifier(data, activation, n_classes):
 
 @pytest.mark.parametrize("n_classes", [2, 3])
 @pytest.mark.parametrize("activation", ACTIVATIONS)
-def test_mlp_classifier_probability_gradients(data, activation, n_classes):
+def test_mlp_classifier_probability_gradients(data, activation, n_classes, backend):
     X, mlp, onx = _classifier(data, activation, n_classes)
     onx = select_model_output(onx, "probabilities")
-    engine, d_proba, proba, got = _engine_gradients(onx, X, np.random.RandomState(2))
+    engine, d_proba, proba, got = _engine_gradients(onx, X, np.random.RandomState(2), backend)
     np.testing.assert_allclose(proba, mlp.predict_proba(X), rtol=1e-12)
     if n_classes == 2:
         # probabilities = [1 - p, p] with p = sigmoid(score) (the Concat in the graph).
@@ -117,23 +118,23 @@ def test_mlp_classifier_probability_gradients(data, activation, n_classes):
 
 
 @pytest.mark.parametrize("n_classes", [2, 3])
-def test_mlp_classifier_raw_score_gradients(data, n_classes):
+def test_mlp_classifier_raw_score_gradients(data, n_classes, backend):
     X, mlp, onx = _classifier(data, "relu", n_classes)
     # The scores are the input of the output activation (Sigmoid or Softmax).
     last = next(n for n in onx.graph.node if n.op_type in ("Sigmoid", "Softmax"))
     onx = select_model_output(onx, last.input[0])
-    _, d_scores, scores, got = _engine_gradients(onx, X, np.random.RandomState(3))
+    _, d_scores, scores, got = _engine_gradients(onx, X, np.random.RandomState(3), backend)
     expected, h = _backprop(mlp, X, d_scores)
     np.testing.assert_allclose(scores, h @ mlp.coefs_[1] + mlp.intercepts_[1], rtol=1e-12)
     _assert_close(got, expected)
 
 
-def test_gradients_match_central_finite_differences(data):
+def test_gradients_match_central_finite_differences(data, backend):
     """Independent of the analytic formulas above: d<g, f(W)>/dW by finite differences."""
     X, _, onx = _classifier(data, "tanh", 3)
     onx = select_model_output(onx, "probabilities")
     rng = np.random.RandomState(4)
-    engine, d_proba, _, got = _engine_gradients(onx, X, rng)
+    engine, d_proba, _, got = _engine_gradients(onx, X, rng, backend)
     function = engine.new_instance()
     weights = [np.ascontiguousarray(engine.get_initializer(w)) for w in WEIGHTS]
 
@@ -154,13 +155,15 @@ def test_gradients_match_central_finite_differences(data):
         np.testing.assert_allclose(grad.reshape(-1), numeric, rtol=1e-6, atol=1e-8)
 
 
+@requires_training
 def test_float32_graph_is_not_rewritten(data):
-    """float32 keeps onnxruntime's fused, optimized gradient graph."""
+    """float32 keeps onnxruntime-training's fused, optimized gradient graph."""
     X, y = data
     X = X.astype(np.float32)
     mlp = _fit(MLPRegressor(hidden_layer_sizes=(6,), max_iter=20, random_state=0), X, y)
     engine = OrtGradientForwardBackward(to_onnx(mlp, X[:1], target_opset=TARGET_OPSET),
-                                        weights_to_train=WEIGHTS)
+                                        weights_to_train=WEIGHTS,
+                                        backend="onnxruntime-training")
     assert not _no_rewritten_op_left(engine)
 
 

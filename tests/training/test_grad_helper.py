@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import onnx
 import pytest
+from _backends import requires_training
 from onnxruntime import InferenceSession
 from skl2onnx import to_onnx
 from sklearn.linear_model import LinearRegression
@@ -42,9 +43,9 @@ def test_options_are_distinct_flags():
     assert all(int(v) & (int(v) - 1) == 0 and int(v) > 0 for v in values)
 
 
-def test_zero_linear_regression(linreg):
+def test_zero_linear_regression(linreg, backend):
     onx, X, _, coef, intercept = linreg
-    grad = onnx_derivative(onx)
+    grad = onnx_derivative(onx, backend=backend)
     assert not any(n.op_type == "YieldOp" for n in grad.graph.node)
     sess = session(grad)
     names = [i.name for i in sess.get_inputs()]
@@ -60,17 +61,23 @@ def test_zero_linear_regression(linreg):
     np.testing.assert_allclose(intercept_grad, g.sum(axis=0), rtol=1e-5, atol=1e-5)
 
 
+@requires_training
 def test_keep_yield_op(linreg):
     onx = linreg[0]
-    grad = onnx_derivative(onx, options=D.KeepYieldOp)
+    grad = onnx_derivative(onx, options=D.KeepYieldOp, backend="onnxruntime-training")
     assert [n.op_type for n in grad.graph.node].count("YieldOp") == 1
     with pytest.raises(ValueError, match="KeepYieldOp"):
         onnx_derivative(onx, options=D.KeepYieldOp | D.FillGrad)
 
 
-def test_keep_outputs_fill_grad(linreg):
+def test_keep_yield_op_needs_the_training_backend(linreg):
+    with pytest.raises(ValueError, match=r"KeepYieldOp .* needs backend='onnxruntime-training'"):
+        onnx_derivative(linreg[0], options=D.KeepYieldOp, backend="onnx")
+
+
+def test_keep_outputs_fill_grad(linreg, backend):
     onx, X, _, coef, intercept = linreg
-    grad = onnx_derivative(onx, options=D.KeepOutputs | D.FillGrad)
+    grad = onnx_derivative(onx, options=D.KeepOutputs | D.FillGrad, backend=backend)
     sess = session(grad)
     assert [i.name for i in sess.get_inputs()] == ["X", "coef", "intercept"]
     assert [o.name for o in sess.get_outputs()] == ["variable", "coef_grad", "intercept_grad"]
@@ -80,9 +87,9 @@ def test_keep_outputs_fill_grad(linreg):
     np.testing.assert_allclose(intercept_grad, [X.shape[0]], rtol=1e-6)
 
 
-def test_input_gradient(linreg):
+def test_input_gradient(linreg, backend):
     onx, X, _, coef, intercept = linreg
-    grad = onnx_derivative(onx, inputs=["X"])
+    grad = onnx_derivative(onx, inputs=["X"], backend=backend)
     sess = session(grad)
     assert [o.name for o in sess.get_outputs()] == ["X_grad", "coef_grad", "intercept_grad"]
     g = np.random.default_rng(2).standard_normal((X.shape[0], 1)).astype(np.float32)
@@ -90,11 +97,13 @@ def test_input_gradient(linreg):
     np.testing.assert_allclose(X_grad, g @ coef.T, rtol=1e-5, atol=1e-6)
 
 
-def test_loss_option(linreg, tmp_path):
+def test_loss_option(linreg, tmp_path, backend):
     onx, X, y, coef, intercept = linreg
     with_loss = add_loss_output(onx)
     path = tmp_path / "grad.onnx"
-    grad = onnx_derivative(with_loss, options=D.Loss | D.KeepOutputs, path_name=str(path))
+    grad = onnx_derivative(
+        with_loss, options=D.Loss | D.KeepOutputs, path_name=str(path), backend=backend
+    )
     assert path.exists()
     assert onnx.load(str(path)).graph.output[0].name == "loss"
     sess = session(grad)
@@ -121,7 +130,7 @@ def test_errors(linreg):
         onnx_derivative(onx, options=D.Loss)
 
 
-def test_mlp_regressor_finite_differences():
+def test_mlp_regressor_finite_differences(backend):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((30, 3)).astype(np.float32)
     y = (X[:, 0] - X[:, 1] ** 2).astype(np.float32)
@@ -129,7 +138,7 @@ def test_mlp_regressor_finite_differences():
         warnings.simplefilter("ignore")
         mlp = MLPRegressor(hidden_layer_sizes=(4,), activation="tanh", max_iter=20).fit(X, y)
     onx = to_onnx(mlp, X[:1], target_opset=TARGET)
-    grad = onnx_derivative(add_loss_output(onx), options=D.Loss | D.KeepOutputs)
+    grad = onnx_derivative(add_loss_output(onx), options=D.Loss | D.KeepOutputs, backend=backend)
     sess = session(grad)
     names = [i.name for i in sess.get_inputs()][2:]
     assert names == ["coefficient", "intercepts", "coefficient1", "intercepts1"]
@@ -150,9 +159,9 @@ def test_mlp_regressor_finite_differences():
             assert g[idx] == pytest.approx(fd, rel=2e-2, abs=2e-3), (name, idx)
 
 
-def test_random_feed(linreg):
+def test_random_feed(linreg, backend):
     onx = linreg[0]
-    grad = onnx_derivative(onx)
+    grad = onnx_derivative(onx, backend=backend)
     feeds = random_feed(session(grad).get_inputs(), batch=7)
     assert {k: v.shape for k, v in feeds.items()} == {
         "X": (7, 3),

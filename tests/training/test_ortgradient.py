@@ -14,9 +14,9 @@ from skl_ortgrad.training.ortgradient import (
 )
 
 
-def test_linear_forward_backward_matches_numpy(linear_onnx, regression_data):
+def test_linear_forward_backward_matches_numpy(linear_onnx, regression_data, backend):
     X, _ = regression_data
-    engine = OrtGradientForwardBackward(linear_onnx, debug=True)
+    engine = OrtGradientForwardBackward(linear_onnx, debug=True, backend=backend)
     assert engine.cls_type_.weights_to_train == ["coef", "intercept"]
     assert issubclass(engine.cls_type_, OrtGradientForwardBackwardFunction)
     coef = engine.get_initializer("coef") + 0.5
@@ -30,18 +30,20 @@ def test_linear_forward_backward_matches_numpy(linear_onnx, regression_data):
     np.testing.assert_allclose(grads[1].numpy(), g.sum(axis=0), rtol=1e-4, atol=1e-4)
 
 
-def test_inference_forward_uses_given_weights(linear_onnx, regression_data):
+def test_inference_forward_uses_given_weights(linear_onnx, regression_data, backend):
     X, _ = regression_data
-    engine = OrtGradientForwardBackward(linear_onnx)
+    engine = OrtGradientForwardBackward(linear_onnx, backend=backend)
     coef = np.ones((4, 1), dtype=np.float32)
     intercept = np.array([2.0], dtype=np.float32)
     out = engine.new_instance().forward([X, coef, intercept])
     np.testing.assert_allclose(out[0].numpy().ravel(), X.sum(axis=1) + 2, rtol=1e-5)
 
 
-def test_weight_order_follows_weights_to_train(linear_onnx, regression_data):
+def test_weight_order_follows_weights_to_train(linear_onnx, regression_data, backend):
     X, _ = regression_data
-    engine = OrtGradientForwardBackward(linear_onnx, weights_to_train=["intercept", "coef"])
+    engine = OrtGradientForwardBackward(
+        linear_onnx, weights_to_train=["intercept", "coef"], backend=backend
+    )
     fn = engine.new_instance()
     intercept = engine.get_initializer("intercept")
     coef = engine.get_initializer("coef")
@@ -52,11 +54,11 @@ def test_weight_order_follows_weights_to_train(linear_onnx, regression_data):
     np.testing.assert_allclose(grads[1].numpy().ravel(), X.sum(axis=0), rtol=1e-4)
 
 
-def test_mlp_gradient_matches_finite_differences(mlp_onnx, regression_data):
+def test_mlp_gradient_matches_finite_differences(mlp_onnx, regression_data, backend):
     _, onx = mlp_onnx
     X, _ = regression_data
     X = X[:10]
-    engine = OrtGradientForwardBackward(onx)
+    engine = OrtGradientForwardBackward(onx, backend=backend)
     names = engine.cls_type_.weights_to_train
     assert len(names) == 4
     weights = [engine.get_initializer(name).astype(np.float32) for name in names]
@@ -79,9 +81,9 @@ def test_mlp_gradient_matches_finite_differences(mlp_onnx, regression_data):
             assert grads[k].numpy()[index] == pytest.approx(numeric, rel=2e-2, abs=2e-2)
 
 
-def test_debug_checks_feed_dtype_and_shape(linear_onnx, regression_data):
+def test_debug_checks_feed_dtype_and_shape(linear_onnx, regression_data, backend):
     X, _ = regression_data
-    engine = OrtGradientForwardBackward(linear_onnx, debug=True)
+    engine = OrtGradientForwardBackward(linear_onnx, debug=True, backend=backend)
     fn = engine.new_instance()
     coef, intercept = engine.get_initializer("coef"), engine.get_initializer("intercept")
     with pytest.raises(TypeError, match="Input 'X' has dtype float64"):
@@ -92,9 +94,9 @@ def test_debug_checks_feed_dtype_and_shape(linear_onnx, regression_data):
         fn.forward([X, coef])
 
 
-def test_backward_checks_gradient_dtype(linear_onnx, regression_data):
+def test_backward_checks_gradient_dtype(linear_onnx, regression_data, backend):
     X, _ = regression_data
-    engine = OrtGradientForwardBackward(linear_onnx)
+    engine = OrtGradientForwardBackward(linear_onnx, backend=backend)
     fn = engine.new_instance()
     fn.forward([X, engine.get_initializer("coef"), engine.get_initializer("intercept")], True)
     with pytest.raises(TypeError, match="has dtype float64, the graph expects float32"):
@@ -113,11 +115,12 @@ def test_unknown_or_integer_weight_is_an_error(linear_onnx):
         OrtGradientForwardBackward(linear_onnx, weights_to_train=["shape_tensor"])
 
 
-def test_pickle_rebuilds_sessions(linear_onnx, regression_data):
+def test_pickle_rebuilds_sessions(linear_onnx, regression_data, backend):
     X, _ = regression_data
-    engine = OrtGradientForwardBackward(linear_onnx, class_name="LinearFB")
+    engine = OrtGradientForwardBackward(linear_onnx, class_name="LinearFB", backend=backend)
     clone = pickle.loads(pickle.dumps(engine))
     assert clone.cls_type_.__name__ == "LinearFB"
+    assert clone.backend_ == engine.backend_ == backend
     assert "weights_to_train=['coef', 'intercept']" in repr(clone)
     feeds = [X, engine.get_initializer("coef"), engine.get_initializer("intercept")]
     np.testing.assert_array_equal(
@@ -126,15 +129,15 @@ def test_pickle_rebuilds_sessions(linear_onnx, regression_data):
     )
 
 
-def test_save_onnx_graph(linear_onnx, tmp_path):
-    engine = OrtGradientForwardBackward(linear_onnx)
+def test_save_onnx_graph(linear_onnx, tmp_path, backend):
+    engine = OrtGradientForwardBackward(linear_onnx, backend=backend)
     paths = engine.save_onnx_graph(str(tmp_path), prefix="lin", suffix=".v1")
     assert sorted(os.path.basename(p) for p in paths.values()) == [
         "lin.forward.v1.onnx", "lin.gradient.v1.onnx"]
 
 
-def test_get_initializer_missing(linear_onnx):
-    engine = OrtGradientForwardBackward(linear_onnx)
+def test_get_initializer_missing(linear_onnx, backend):
+    engine = OrtGradientForwardBackward(linear_onnx, backend=backend)
     assert engine.get_initializer("nope", exc=False) is None
     with pytest.raises(KeyError, match="No initializer 'nope'"):
         engine.get_initializer("nope")

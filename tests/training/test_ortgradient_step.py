@@ -5,6 +5,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from _backends import requires_training
 from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
 
 from skl_ortgrad import SquareLearningLoss
@@ -16,10 +17,10 @@ from skl_ortgrad.utils.orttraining_helper import fused_gradient_model, merge_los
 CPU = OrtDevice(OrtDevice.cpu(), OrtDevice.default_memory(), 0)
 
 
-def _engine(onx, weighted=False):
+def _engine(onx, weighted=False, backend="auto"):
     loss = SquareLearningLoss().build_onnx_function(OPSET, "cpu", weighted=weighted)
     train = merge_loss_graph(onx, loss, weight_name="sample_weight" if weighted else None)
-    return OrtGradientForwardBackward(train)
+    return OrtGradientForwardBackward(train, backend=backend)
 
 
 def _feeds(arrays):
@@ -38,9 +39,9 @@ def _batch(regression_data, rows):
 
 
 @pytest.mark.parametrize("batch_rows", [32, None], ids=["static", "dynamic"])
-def test_step_matches_numpy(linear_onnx, regression_data, batch_rows):
+def test_step_matches_numpy(linear_onnx, regression_data, batch_rows, backend):
     """Loss 1/2 sum r^2 and gradients scale * X^T r, scale * sum r, with r = Xw + b - y."""
-    engine = _engine(linear_onnx)
+    engine = _engine(linear_onnx, backend=backend)
     step = engine.step_function(batch_rows)
     assert step.feed_names == ["X", "label", "coef", "intercept", "loss_grad"]
     assert step.fetch_names == ["loss", "coef_grad", "intercept_grad"]
@@ -54,12 +55,12 @@ def test_step_matches_numpy(linear_onnx, regression_data, batch_rows):
     np.testing.assert_allclose(g_intercept, residual.sum(axis=0) / 32, rtol=1e-5, atol=1e-6)
 
 
-def test_step_matches_forward_backward_of_the_engine(mlp_onnx, regression_data):
+def test_step_matches_forward_backward_of_the_engine(mlp_onnx, regression_data, backend):
     """An MLP (tanh) with sample weights: the one-call step gives exactly what
     run_forward + run_backward give on the same feeds."""
     _, onx = mlp_onnx
     X, y = regression_data
-    engine = _engine(onx, weighted=True)
+    engine = _engine(onx, weighted=True, backend=backend)
     names = engine.cls_type_.weights_to_train
     weights = [engine.get_initializer(name) for name in names]
     rows = 50
@@ -78,10 +79,10 @@ def test_step_matches_forward_backward_of_the_engine(mlp_onnx, regression_data):
                                    atol=1e-7, err_msg=name)
 
 
-def test_steps_of_an_engine_share_their_buffers(linear_onnx, regression_data):
+def test_steps_of_an_engine_share_their_buffers(linear_onnx, regression_data, backend):
     """The static step (full batches) and the dynamic one (the last, partial batch) write
     into the same arrays, which stay the same objects from call to call."""
-    engine = _engine(linear_onnx)
+    engine = _engine(linear_onnx, backend=backend)
     static, dynamic = engine.step_function(32), engine.step_function(None)
     assert isinstance(static, OrtGradientStep) and engine.step_function(32) is static
     assert all(a is b for a, b in zip(static.outputs, dynamic.outputs, strict=True))
@@ -94,11 +95,12 @@ def test_steps_of_an_engine_share_their_buffers(linear_onnx, regression_data):
     assert [id(a) for a in static.outputs] == buffers
 
 
+@requires_training
 def test_static_batch_dimension_is_folded(linear_onnx, tmp_path):
     """The reason for the static step: with the batch dimension fixed, onnxruntime's
     optimizer folds the builder's shape computations into constants and runs a smaller
     graph than the one with a symbolic batch."""
-    engine = _engine(linear_onnx)
+    engine = _engine(linear_onnx, backend="onnxruntime-training")
     gradient = onnx.load_from_string(engine.gradient_model_)
     nodes = {}
     for rows in (32, None):
@@ -118,14 +120,30 @@ def test_static_batch_dimension_is_folded(linear_onnx, tmp_path):
     assert nodes[32] < nodes[None] - 5, nodes
 
 
+def test_static_step_of_the_onnx_backend_has_no_shape_arithmetic(mlp_onnx):
+    """With the batch fixed, the standard-ONNX differentiator resolves every broadcast
+    while building: no Shape node, no Reshape or Expand that keeps a shape, and fewer
+    nodes than with a symbolic batch."""
+    engine = _engine(mlp_onnx[1], backend="onnx")
+    static, dynamic = (engine.step_function(rows).model for rows in (32, None))
+    assert not {n.op_type for n in static.graph.node} & {"Shape", "NonZero"}
+    inferred = onnx.shape_inference.infer_shapes(static).graph
+    dims = {info.name: [d.dim_value for d in info.type.tensor_type.shape.dim]
+            for info in [*inferred.input, *inferred.value_info, *inferred.output]}
+    for node in static.graph.node:
+        if node.op_type in ("Reshape", "Expand"):
+            assert dims[node.input[0]] != dims[node.output[0]], node
+    assert len(static.graph.node) < len(dynamic.graph.node)
+
+
 def test_fused_gradient_model_needs_one_yield_op(linear_onnx):
     with pytest.raises(ValueError, match="Expected one YieldOp in the gradient graph, found 0"):
         fused_gradient_model(linear_onnx, linear_onnx, ["X"], None)
 
 
-def test_step_of_a_graph_without_loss_is_refused(linear_onnx):
+def test_step_of_a_graph_without_loss_is_refused(linear_onnx, backend):
     """A training step writes into buffers allocated once: outputs of unknown shape (a
     prediction with a symbolic batch dimension) cannot be trained through it."""
-    engine = OrtGradientForwardBackward(linear_onnx)
+    engine = OrtGradientForwardBackward(linear_onnx, backend=backend)
     with pytest.raises(ValueError, match="must have static shapes"):
         engine.step_function(None)

@@ -3,6 +3,7 @@
 import numpy as np
 import onnx
 import pytest
+from _backends import requires_training
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime import ExecutionMode, GraphOptimizationLevel, InferenceSession, SessionOptions
 
@@ -16,6 +17,10 @@ from skl_ortgrad.utils.gradient_rewrite import (
     unoptimized_session_options,
 )
 from skl_ortgrad.utils.onnx_model import IR_VERSION, make_model
+
+# The rewritten operators (ReluGrad, SoftmaxGrad_13...) are onnxruntime-training's kernels:
+# they exist only where it is installed.
+pytestmark = requires_training
 
 
 def _one_node_model(op_type, inputs, n_outputs=1, dtype=TensorProto.FLOAT, ranks=None,

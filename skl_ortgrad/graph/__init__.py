@@ -1,0 +1,1 @@
+"""Pure ONNX graph helpers: no onnxruntime import anywhere in this layer."""
