@@ -162,6 +162,18 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
+def _onnxruntime_version() -> str:
+    import onnxruntime
+
+    return onnxruntime.__version__
+
+
+def _auto_backend() -> str:
+    from skl_ortgrad.gradient import resolve_backend
+
+    return resolve_backend("auto")
+
+
 def machine_info() -> dict[str, str]:
     """The machine and library versions a benchmark result depends on."""
     try:
@@ -178,6 +190,8 @@ def machine_info() -> dict[str, str]:
         "numpy": np.__version__,
         "scikit-learn": _version("scikit-learn"),
         "onnxruntime-training-cpu": _version("onnxruntime-training-cpu"),
+        "onnxruntime (module)": _onnxruntime_version(),
+        "gradient backend ('auto')": _auto_backend(),
         "onnx": _version("onnx"),
         "skl2onnx": _version("skl2onnx"),
         "torch": _version("torch"),

@@ -17,6 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import bench_backends
 import bench_floor
 import bench_linear
 import bench_logistic
@@ -33,6 +34,7 @@ SUITES = [
     ("3. MLP", bench_mlp),
     ("4. Fixed cost per step", bench_step),
     ("5. The floor", bench_floor),
+    ("6. Gradient backends", bench_backends),
 ]
 
 

@@ -12,16 +12,15 @@ that a plain ``InferenceSession`` runs in one call,
 with one input ``<output>_grad`` (:math:`\bar y = \partial L/\partial y`) per
 differentiable output, gradients named ``<input>_grad`` then ``<weight>_grad``.
 
-====================== ================================================================
-``"onnxruntime-training"`` onnxruntime-training's ``OrtModuleGraphBuilder`` (Python 3.10-3.12,
-                       onnxruntime-training-cpu 1.19.2), see
-                       :mod:`skl_ortgrad.gradient.ort_training`
-``"onnx"``             skl_ortgrad's reverse-mode differentiator writing standard ONNX
-                       operators (any onnxruntime), see :mod:`skl_ortgrad.gradient.reverse`
-``"auto"``             the environment variable ``SKL_ORTGRAD_BACKEND`` when it is set
-                       (to one of the two names), else ``"onnxruntime-training"`` where
-                       it imports, else ``"onnx"``
-====================== ================================================================
+``"onnxruntime-training"``
+    onnxruntime-training's ``OrtModuleGraphBuilder`` (Python 3.10-3.12,
+    onnxruntime-training-cpu 1.19.2), see :mod:`skl_ortgrad.gradient.ort_training`.
+``"onnx"``
+    skl_ortgrad's reverse-mode differentiator writing standard ONNX operators (any
+    onnxruntime), see :mod:`skl_ortgrad.gradient.reverse`.
+``"auto"``
+    the environment variable ``SKL_ORTGRAD_BACKEND`` when it is set (to one of the two
+    names), else ``"onnxruntime-training"`` where it imports, else ``"onnx"``.
 """
 
 from __future__ import annotations
