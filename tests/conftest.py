@@ -10,7 +10,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LinearRegression
 from sklearn.neural_network import MLPRegressor
 
-from skl_ortgrad.utils.onnx_model import TARGET_OPSET
+from skl_ortgrad.graph.model import TARGET_OPSET
 
 
 @pytest.fixture(params=AVAILABLE)

@@ -21,7 +21,7 @@ from sklearn.base import is_classifier
 from sklearn.datasets import load_iris
 from sklearn.utils._param_validation import InvalidParameterError
 
-from skl_ortgrad.training.ortgradient import OrtGradientForwardBackward
+from skl_ortgrad.gradient.forward_backward import OrtGradientForwardBackward
 
 ESTIMATORS = ALL_ESTIMATORS
 
@@ -373,8 +373,8 @@ def fitted_optimizer():
     from skl2onnx import to_onnx
     from sklearn.linear_model import LinearRegression
 
+    from skl_ortgrad.graph.model import TARGET_OPSET
     from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
-    from skl_ortgrad.utils.onnx_model import TARGET_OPSET
 
     onx = to_onnx(LinearRegression().fit(X, Y), X[:1].astype(np.float32),
                   target_opset=TARGET_OPSET, black_op={"LinearRegressor"})

@@ -17,15 +17,16 @@ import skl_ortgrad
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGINE_NAMES = [
-    "skl_ortgrad.training.ortgradient.OrtGradientForwardBackward",
-    "skl_ortgrad.training.ortgradient.OrtGradientForwardBackwardFunction",
+    "skl_ortgrad.gradient.forward_backward.OrtGradientForwardBackward",
+    "skl_ortgrad.gradient.forward_backward.OrtGradientForwardBackwardFunction",
     "skl_ortgrad.training.optimizers_partial.OrtGradientForwardBackwardOptimizer",
-    "skl_ortgrad.training.grad_helper.onnx_derivative",
-    "skl_ortgrad.training.grad_helper.DerivativeOptions",
-    "skl_ortgrad.training.grad_helper.random_feed",
-    "skl_ortgrad.utils.orttraining_helper.add_loss_output",
-    "skl_ortgrad.utils.orttraining_helper.penalty_loss_onnx",
-    "skl_ortgrad.utils.orttraining_helper.get_train_initializer",
+    "skl_ortgrad.gradient.derivative.onnx_derivative",
+    "skl_ortgrad.gradient.derivative.DerivativeOptions",
+    "skl_ortgrad.gradient.derivative.random_feed",
+    "skl_ortgrad.gradient.backend.resolve_backend",
+    "skl_ortgrad.objective.merge.add_loss_output",
+    "skl_ortgrad.objective.penalty.penalty_loss_onnx",
+    "skl_ortgrad.graph.weights.get_train_initializer",
     "skl_ortgrad.plotting.plot_learning_curve",
 ]
 

@@ -40,8 +40,8 @@ from skl_ortgrad import (
     OnnxSGDClassifier,
     OnnxSGDRegressor,
 )
+from skl_ortgrad.runtime.step import OrtGradientStep
 from skl_ortgrad.training import optimizers_partial
-from skl_ortgrad.training.ortgradient_step import OrtGradientStep
 
 ESTIMATORS = [OnnxSGDRegressor, OnnxSGDClassifier]
 

@@ -6,7 +6,7 @@ import numpy as np
 from sklearn.datasets import load_iris
 
 from skl_ortgrad import OnnxSGDClassifier
-from skl_ortgrad.training.ortgradient import log_severity
+from skl_ortgrad.runtime.devices import log_severity
 
 X, Y = load_iris(return_X_y=True)
 X = (X - X.mean(axis=0)) / X.std(axis=0)

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import onnx
-from onnxruntime import InferenceSession, SessionOptions
+from onnxruntime import InferenceSession
 from sklearn.base import BaseEstimator
 from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
@@ -23,13 +23,14 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from skl_ortgrad.exceptions import ConvergenceError
 from skl_ortgrad.gradient.backend import BACKEND_NAMES, resolve_backend
+from skl_ortgrad.graph.cut import select_model_output
+from skl_ortgrad.graph.model import initializers_to_inputs
+from skl_ortgrad.runtime.devices import device_providers, log_severity, parse_device
+from skl_ortgrad.runtime.options import session_options
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
-from skl_ortgrad.training.ortgradient import device_providers, log_severity, parse_device
 from skl_ortgrad.training.sgd_learning_loss import BaseLearningLoss
 from skl_ortgrad.training.sgd_learning_penalty import BaseLearningPenalty
 from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate
-from skl_ortgrad.utils.onnx_model import initializers_to_inputs
-from skl_ortgrad.utils.orttraining_helper import select_model_output
 
 _SPARSE_CHUNK = 4096  # rows densified at once when predicting on a sparse matrix
 
@@ -418,9 +419,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         """Inference session of the full graph with the weights as inputs (built once)."""
         template = self._template_
         if template.session is None:
-            options = SessionOptions()
-            options.intra_op_num_threads = int(self.n_threads)
-            options.log_severity_level = log_severity(verbose=self.verbose)
+            options = session_options(self.n_threads, log_severity(verbose=self.verbose))
             inference = initializers_to_inputs(template.model, template.weights)
             if template.score not in {out.name for out in inference.graph.output}:
                 # decision_function reads the raw scores, an intermediate result.

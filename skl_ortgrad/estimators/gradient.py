@@ -36,14 +36,15 @@ from skl_ortgrad.estimators.base import (
     numeric_targets,
 )
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin
+from skl_ortgrad.graph.ml_rewrites import rewrite_no_gradient_ops
+from skl_ortgrad.graph.model import TARGET_OPSET
+from skl_ortgrad.graph.weights import get_train_initializer
 from skl_ortgrad.training.sgd_learning_loss import (
     BaseLearningLoss,
     NegLogLearningLoss,
     SquareLearningLoss,
 )
 from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
-from skl_ortgrad.utils.onnx_model import TARGET_OPSET
-from skl_ortgrad.utils.orttraining_helper import get_train_initializer, rewrite_no_gradient_ops
 
 _LINEAR_OPS = {"LinearRegressor", "LinearClassifier"}
 

@@ -23,10 +23,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, numeric_targets
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
+from skl_ortgrad.graph.model import TARGET_OPSET
+from skl_ortgrad.graph.weights import get_train_initializer
 from skl_ortgrad.training.sgd_learning_loss import SquareLearningLoss
 from skl_ortgrad.training.sgd_learning_penalty import ElasticLearningPenalty
-from skl_ortgrad.utils.onnx_model import TARGET_OPSET
-from skl_ortgrad.utils.orttraining_helper import get_train_initializer
 
 
 def _reshape_output(onx: Any, n_outputs: int) -> None:

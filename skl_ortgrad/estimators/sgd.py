@@ -19,9 +19,9 @@ from skl_ortgrad.estimators.base import (
     numeric_targets,
 )
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
+from skl_ortgrad.graph.model import TARGET_OPSET
 from skl_ortgrad.training.sgd_learning_loss import SquareLearningLoss
 from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
-from skl_ortgrad.utils.onnx_model import TARGET_OPSET
 
 _LINEAR_WEIGHTS = ["coef", "intercept"]
 

@@ -15,7 +15,7 @@ from onnx import ModelProto
 
 from skl_ortgrad.gradient.backend import GradientGraph, register_backend
 from skl_ortgrad.gradient.reverse import differentiate
-from skl_ortgrad.utils.onnx_model import initializers_to_inputs
+from skl_ortgrad.graph.model import initializers_to_inputs
 
 
 class OnnxGradient(GradientGraph):

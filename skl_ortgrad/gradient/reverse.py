@@ -34,7 +34,8 @@ from onnx import ModelProto, NodeProto, ValueInfoProto, helper, numpy_helper
 from skl_ortgrad.gradient.context import Dim, GradientContext
 from skl_ortgrad.gradient.rules import NO_GRADIENT, rule_for
 from skl_ortgrad.graph.dtypes import FLOAT_TYPES
-from skl_ortgrad.utils.onnx_model import graph_names
+from skl_ortgrad.graph.model import graph_names
+from skl_ortgrad.graph.opset import main_opset
 
 MIN_OPSET = 13
 # Operators that return their first input when its shape does not change.
@@ -126,7 +127,7 @@ def differentiate(
         If a name is unknown or the opset is out of range.
     """
     graph = model.graph
-    opset = next(op.version for op in model.opset_import if op.domain in ("", "ai.onnx"))
+    opset = main_opset(model)
     if opset < MIN_OPSET:
         raise ValueError(
             f"The 'onnx' gradient backend needs opset >= {MIN_OPSET}, the model has {opset}."

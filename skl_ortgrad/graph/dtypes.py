@@ -48,3 +48,21 @@ def numpy_dtype(elem_type: int) -> np.dtype:
     except KeyError:
         name = TensorProto.DataType.Name(elem_type) if elem_type else "undefined"
         raise TypeError(f"No numpy dtype for ONNX element type {name}.") from None
+
+
+def numpy_dtype_of(type_string: str) -> np.dtype:
+    """The numpy dtype of an ONNX type string such as ``'tensor(float)'`` (what
+    onnxruntime's ``NodeArg.type`` and ``OrtValue.data_type()`` return).
+
+    Raises
+    ------
+    TypeError
+        If it is not a tensor of a type this package uses.
+    """
+    inner = type_string[len("tensor("):-1] if type_string.startswith("tensor(") else ""
+    elem = {"float": TensorProto.FLOAT, "double": TensorProto.DOUBLE,
+            "float16": TensorProto.FLOAT16, "int64": TensorProto.INT64,
+            "int32": TensorProto.INT32, "bool": TensorProto.BOOL}.get(inner)
+    if elem is None:
+        raise TypeError(f"Unsupported type {type_string!r}.")
+    return _ONNX_TO_NP[elem]

@@ -87,7 +87,7 @@ class BaseLearningObject(BaseEstimator, metaclass=ABCMeta):
         Returns
         -------
         onnx.ModelProto
-            A model with IR version 10 built by :func:`skl_ortgrad.utils.onnx_model.make_model`.
+            A model with IR version 10 built by :func:`skl_ortgrad.graph.model.make_model`.
         """
 
     # ------------------------------------------------------------------ registry

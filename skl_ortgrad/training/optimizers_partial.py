@@ -2,7 +2,7 @@
 
 :class:`OrtGradientForwardBackwardOptimizer` appends the loss graph of a learning-loss
 object to the model, builds one forward/backward function of the whole thing
-(:class:`~skl_ortgrad.training.ortgradient.OrtGradientForwardBackward`), then for every
+(:class:`~skl_ortgrad.gradient.forward_backward.OrtGradientForwardBackward`), then for every
 mini-batch :math:`B` of :math:`n_B` rows:
 
 1. forward: :math:`L_B = \\sum_{i \\in B} s_i\\, \\ell(y_i, f(x_i; W))` (sample weights
@@ -44,7 +44,6 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import numpy_helper
-from onnxruntime import SessionOptions
 from onnxruntime.capi._pybind_state import OrtValue
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
@@ -53,19 +52,18 @@ from tqdm.auto import tqdm
 
 from skl_ortgrad.exceptions import ConvergenceError, PickleVersionWarning
 from skl_ortgrad.gradient.backend import resolve_backend
-from skl_ortgrad.training.data_loader import MiniBatchLoader
-from skl_ortgrad.training.ortgradient import (
-    OrtGradientForwardBackward,
-    device_providers,
-    log_severity,
-    ort_device,
-    parse_device,
-)
+from skl_ortgrad.gradient.forward_backward import OrtGradientForwardBackward
+from skl_ortgrad.graph.dtypes import numpy_dtype
+from skl_ortgrad.graph.model import OPSET
+from skl_ortgrad.graph.opset import main_opset
+from skl_ortgrad.graph.weights import get_train_initializer
+from skl_ortgrad.objective.merge import merge_loss_graph
+from skl_ortgrad.runtime.batches import MiniBatchLoader
+from skl_ortgrad.runtime.devices import device_providers, log_severity, ort_device, parse_device
+from skl_ortgrad.runtime.options import session_options
 from skl_ortgrad.training.sgd_learning_loss import BaseLearningLoss
 from skl_ortgrad.training.sgd_learning_penalty import BaseLearningPenalty
 from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate
-from skl_ortgrad.utils.onnx_model import OPSET
-from skl_ortgrad.utils.orttraining_helper import get_train_initializer, merge_loss_graph
 
 logger = logging.getLogger(__name__)
 
@@ -171,7 +169,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         The model; its first output is the prediction the loss compares to the labels.
     weights_to_train : list of str, optional
         Initializers to train (default: those that parameterize linear layers, see
-        :func:`~skl_ortgrad.utils.orttraining_helper.get_train_initializer`).
+        :func:`~skl_ortgrad.graph.weights.get_train_initializer`).
     max_iter : int
         Number of epochs of :meth:`fit`.
     batch_size : int
@@ -323,7 +321,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
 
     def _model_dtype(self) -> np.dtype:
         elem = self.model_onnx.graph.output[0].type.tensor_type.elem_type
-        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+        return numpy_dtype(elem)
 
     def _initial_weights(self) -> tuple[list[str], list[np.ndarray]]:
         if self.weights_to_train is None:
@@ -369,10 +367,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
             tuple((name, getattr(loss, name)) for name in _param_names(type(loss))),
         )
         if key not in engines:
-            opset = next(
-                (op.version for op in self.model_onnx.opset_import if op.domain in ("", "ai.onnx")),
-                OPSET,
-            )
+            opset = main_opset(self.model_onnx, default=OPSET)
             weight_name = (self.weight_name or "sample_weight") if weighted else None
             loss_graph = self.learning_loss_.build_onnx_function(
                 min(opset, OPSET), self.device, weighted=weighted, dtype=self._model_dtype()
@@ -381,10 +376,9 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                 self.model_onnx, loss_graph, output_index=0, label_name=LABEL_NAME,
                 weight_name=weight_name, loss_name=LOSS_NAME,
             )
-            options = SessionOptions()
-            options.intra_op_num_threads = int(self.n_threads)
-            options.inter_op_num_threads = 1
-            options.log_severity_level = log_severity(self.enable_logging, self.verbose)
+            options = session_options(
+                self.n_threads, log_severity(self.enable_logging, self.verbose)
+            )
             _, index = parse_device(self.device)
             engines[key] = OrtGradientForwardBackward(
                 train_model,
@@ -625,7 +619,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         """One pass over ``loader``; return the mean (sample-weighted) loss.
 
         Per batch, Python does one onnxruntime call (loss and gradients into buffers
-        allocated once, :class:`~skl_ortgrad.training.ortgradient_step.OrtGradientStep`)
+        allocated once, :class:`~skl_ortgrad.runtime.step.OrtGradientStep`)
         and the in-place updates of steppers validated once per epoch; the schedule is
         computed for the whole epoch at once.
 

@@ -1,4 +1,4 @@
-r"""Losses: thin objects over :func:`skl_ortgrad.utils.loss_graphs.build_loss_graph`.
+r"""Losses: thin objects over :func:`skl_ortgrad.objective.loss_graphs.build_loss_graph`.
 
 Every loss object names one *kind* of loss graph and its parameters. The graph takes
 ``label`` :math:`y` and ``prediction`` :math:`p` of shape ``[N, K]`` and an optional
@@ -26,10 +26,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 import onnx
+from onnxruntime import InferenceSession
 
+from skl_ortgrad.gradient.derivative import DerivativeOptions, onnx_derivative
+from skl_ortgrad.graph.model import OPSET
+from skl_ortgrad.objective.loss_graphs import build_loss_graph
+from skl_ortgrad.runtime.options import session_options
 from skl_ortgrad.training.base_learning import BaseLearningObject
-from skl_ortgrad.utils.loss_graphs import build_loss_graph
-from skl_ortgrad.utils.onnx_model import OPSET
 
 __all__ = [
     "AbsoluteLearningLoss",
@@ -91,7 +94,7 @@ class BaseLearningLoss(BaseLearningObject, family="learning loss"):
 
     @property
     def kind(self) -> str:
-        """Name of the loss graph kind in :mod:`skl_ortgrad.utils.loss_graphs`."""
+        """Name of the loss graph kind in :mod:`skl_ortgrad.objective.loss_graphs`."""
         return self._graph_kind()[0]
 
     def build_onnx_function(
@@ -135,11 +138,6 @@ class BaseLearningLoss(BaseLearningObject, family="learning loss"):
         return cache[key]
 
     def _build_gradient_session(self, weighted: bool, dtype: np.dtype) -> Any:
-        # Imported here: the training extension is only needed once a gradient is asked.
-        from onnxruntime import InferenceSession, SessionOptions
-
-        from skl_ortgrad.training.grad_helper import DerivativeOptions, onnx_derivative
-
         graph = self.build_onnx_function(OPSET, "cpu", weighted=weighted, dtype=dtype)
         # weights=[]: the loss graph has no trainable initializer, only the gradient with
         # respect to the input 'prediction' is wanted; KeepOutputs returns the loss too.
@@ -149,11 +147,9 @@ class BaseLearningLoss(BaseLearningObject, family="learning loss"):
             inputs=["prediction"],
             options=DerivativeOptions.Loss | DerivativeOptions.KeepOutputs,
         )
-        options = SessionOptions()
         # Batches of a loss are small: one thread avoids the thread pool's overhead.
-        options.intra_op_num_threads = 1
         return InferenceSession(
-            grad.SerializeToString(), options, providers=["CPUExecutionProvider"]
+            grad.SerializeToString(), session_options(1), providers=["CPUExecutionProvider"]
         )
 
     def loss_gradient(
@@ -166,7 +162,7 @@ class BaseLearningLoss(BaseLearningObject, family="learning loss"):
 
         Both come from onnxruntime: the gradient graph of :meth:`build_onnx_function` is
         built by onnxruntime-training
-        (:func:`skl_ortgrad.training.grad_helper.onnx_derivative`), so this checks the
+        (:func:`skl_ortgrad.gradient.derivative.onnx_derivative`), so this checks the
         very graph used in training.
 
         Parameters

@@ -36,9 +36,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from skl_ortgrad.graph.dtypes import onnx_dtype
+from skl_ortgrad.graph.model import make_model
 from skl_ortgrad.training.base_learning import BaseLearningObject
 from skl_ortgrad.training.sgd_learning_rate import _check_n_tensors, _check_opset
-from skl_ortgrad.utils.onnx_model import make_model, onnx_dtype
 
 __all__ = ["BaseLearningPenalty", "ElasticLearningPenalty", "NoLearningPenalty"]
 

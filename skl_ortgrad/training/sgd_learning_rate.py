@@ -46,8 +46,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from skl_ortgrad.graph.dtypes import onnx_dtype
+from skl_ortgrad.graph.model import OPSET, make_model
 from skl_ortgrad.training.base_learning import BaseLearningObject
-from skl_ortgrad.utils.onnx_model import OPSET, make_model, onnx_dtype
 
 __all__ = [
     "BaseLearningRate",

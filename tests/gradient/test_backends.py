@@ -21,8 +21,8 @@ from skl_ortgrad import (
 )
 from skl_ortgrad.gradient import backend as backend_module
 from skl_ortgrad.gradient import resolve_backend
-from skl_ortgrad.training.ortgradient import OrtGradientForwardBackward
-from skl_ortgrad.utils.orttraining_helper import add_loss_output
+from skl_ortgrad.gradient.forward_backward import OrtGradientForwardBackward
+from skl_ortgrad.objective.merge import add_loss_output
 
 VARIABLE = backend_module.ENVIRONMENT_VARIABLE
 

@@ -14,12 +14,12 @@ from skl2onnx import to_onnx
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 
+from skl_ortgrad.gradient.forward_backward import OrtGradientForwardBackward
+from skl_ortgrad.gradient.ort_rewrite import GRADIENT_REWRITES
+from skl_ortgrad.graph.cut import select_model_output
+from skl_ortgrad.graph.model import TARGET_OPSET
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
-from skl_ortgrad.training.ortgradient import OrtGradientForwardBackward
 from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
-from skl_ortgrad.utils.gradient_rewrite import GRADIENT_REWRITES
-from skl_ortgrad.utils.onnx_model import TARGET_OPSET
-from skl_ortgrad.utils.orttraining_helper import select_model_output
 
 WEIGHTS = ["coefficient", "intercepts", "coefficient1", "intercepts1"]
 ACTIVATIONS = ["relu", "tanh", "logistic", "identity"]

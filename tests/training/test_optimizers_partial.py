@@ -12,9 +12,9 @@ from sklearn.linear_model import LinearRegression
 from sklearn.neural_network import MLPRegressor
 
 from skl_ortgrad import ConvergenceError
+from skl_ortgrad.graph.model import TARGET_OPSET
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
 from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
-from skl_ortgrad.utils.onnx_model import TARGET_OPSET
 
 
 def _far_off(onx):

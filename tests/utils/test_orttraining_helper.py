@@ -14,17 +14,14 @@ from sklearn.neural_network import MLPRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
 
-from skl_ortgrad.training.grad_helper import DerivativeOptions, onnx_derivative
-from skl_ortgrad.utils.loss_graphs import build_loss_graph
-from skl_ortgrad.utils.onnx_model import make_model
-from skl_ortgrad.utils.orttraining_helper import (
-    add_loss_output,
-    get_train_initializer,
-    merge_loss_graph,
-    penalty_loss_onnx,
-    rewrite_no_gradient_ops,
-    select_model_output,
-)
+from skl_ortgrad.gradient.derivative import DerivativeOptions, onnx_derivative
+from skl_ortgrad.graph.cut import select_model_output
+from skl_ortgrad.graph.ml_rewrites import rewrite_no_gradient_ops
+from skl_ortgrad.graph.model import make_model
+from skl_ortgrad.graph.weights import get_train_initializer
+from skl_ortgrad.objective.loss_graphs import build_loss_graph
+from skl_ortgrad.objective.merge import add_loss_output, merge_loss_graph
+from skl_ortgrad.objective.penalty import penalty_loss_onnx
 
 TARGET = {"": 21, "ai.onnx.ml": 3}
 RNG = np.random.default_rng(0)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from onnxruntime import InferenceSession
 
-from skl_ortgrad.training.grad_helper import DerivativeOptions, onnx_derivative
-from skl_ortgrad.utils.loss_graphs import LOSS_BUILDERS, build_loss_graph
+from skl_ortgrad.gradient.derivative import DerivativeOptions, onnx_derivative
+from skl_ortgrad.objective.loss_graphs import LOSS_BUILDERS, build_loss_graph
 
 KINDS = [
     "squared_error",

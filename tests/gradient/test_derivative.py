@@ -13,8 +13,8 @@ from skl2onnx import to_onnx
 from sklearn.linear_model import LinearRegression
 from sklearn.neural_network import MLPRegressor
 
-from skl_ortgrad.training.grad_helper import DerivativeOptions, onnx_derivative, random_feed
-from skl_ortgrad.utils.orttraining_helper import add_loss_output
+from skl_ortgrad.gradient.derivative import DerivativeOptions, onnx_derivative, random_feed
+from skl_ortgrad.objective.merge import add_loss_output
 
 TARGET = {"": 21, "ai.onnx.ml": 3}
 D = DerivativeOptions

@@ -8,11 +8,11 @@ mini-batch, the weights and the output gradients :math:`\partial L / \partial y`
 
 It is what the training loop calls for every mini-batch; the two-call
 ``forward``/``backward`` of
-:class:`~skl_ortgrad.training.ortgradient.OrtGradientForwardBackwardFunction` stays the
+:class:`~skl_ortgrad.gradient.forward_backward.OrtGradientForwardBackwardFunction` stays the
 public, general interface (any output gradient, computed after the forward pass).
 Measured on onnxruntime-training 1.19.2, one step of a linear model with a static batch
 dimension (shape arithmetic folded, see
-:func:`~skl_ortgrad.utils.gradient_rewrite.fold_gradient_shapes`): about 5 µs at batch 1
+:func:`~skl_ortgrad.gradient.ort_rewrite.fold_gradient_shapes`): about 5 µs at batch 1
 or 32 and 17 µs at batch 1000 x 100, against 13 µs and 33 µs for ``run_forward`` +
 ``run_backward`` (``make bench``, case 4).
 """
@@ -23,6 +23,8 @@ import numpy as np
 import onnx
 from onnxruntime import InferenceSession, RunOptions, SessionOptions
 from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
+
+from skl_ortgrad.graph.dtypes import numpy_dtype
 
 
 class OrtGradientStep:
@@ -74,7 +76,7 @@ class OrtGradientStep:
         self.feed_names = [feed.name for feed in self._session.get_inputs()]
         self.fetch_names = [fetch.name for fetch in self._session.get_outputs()]
         dtypes = {
-            out.name: onnx.helper.tensor_dtype_to_np_dtype(out.type.tensor_type.elem_type)
+            out.name: numpy_dtype(out.type.tensor_type.elem_type)
             for out in fused_model.graph.output
         }
         for fetch in self._session.get_outputs():

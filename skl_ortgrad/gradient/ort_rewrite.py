@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection
 
 import numpy as np
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
-from onnxruntime import GraphOptimizationLevel, InferenceSession, SessionOptions
+from onnxruntime import InferenceSession
 from onnxruntime.capi.onnxruntime_pybind11_state import (
     Fail,
     InvalidArgument,
@@ -41,7 +41,10 @@ from onnxruntime.capi.onnxruntime_pybind11_state import (
     RuntimeException,
 )
 
-from skl_ortgrad.utils.onnx_model import graph_names, make_model, unique_name
+from skl_ortgrad.graph.dtypes import numpy_dtype
+from skl_ortgrad.graph.model import graph_names, rebuild_model, unique_name
+from skl_ortgrad.graph.opset import main_opset
+from skl_ortgrad.runtime.options import session_options, unoptimized_session_options
 
 MS_DOMAIN = "com.microsoft"
 
@@ -307,7 +310,7 @@ def rewrite_gradient_graph(
         key: rewriter for key, rewriter in GRADIENT_REWRITES.items() if key in ops
     }
     graph = model.graph
-    opset = next((op.version for op in model.opset_import if op.domain in ("", "ai.onnx")), 1)
+    opset = main_opset(model, default=1)
     ctx = _Context(graph, opset)
     nodes: list[NodeProto] = []
     for node in graph.node:
@@ -322,41 +325,7 @@ def rewrite_gradient_graph(
         value_info=list(graph.value_info),
         doc_string=graph.doc_string,
     )
-    domains = [
-        (op.domain, op.version) for op in model.opset_import if op.domain not in ("", "ai.onnx")
-    ]
-    result = make_model(new_graph, opset=opset, domains=domains)
-    result.producer_name = model.producer_name
-    result.producer_version = model.producer_version
-    result.doc_string = model.doc_string
-    return result
-
-
-# Public SessionOptions properties that can be read back; config entries, custom op
-# libraries, added initializers and free-dimension overrides cannot and are not copied.
-_SESSION_PROPERTIES = (
-    "enable_cpu_mem_arena", "enable_mem_pattern", "enable_mem_reuse", "enable_profiling",
-    "execution_mode", "execution_order", "inter_op_num_threads", "intra_op_num_threads",
-    "log_severity_level", "log_verbosity_level", "logid", "profile_file_prefix",
-    "use_deterministic_compute",
-)
-
-
-def unoptimized_session_options(options: SessionOptions | None = None) -> SessionOptions:
-    """A copy of ``options`` with graph optimizations disabled.
-
-    A rewritten float64 gradient graph must run as written: onnxruntime's optimizers
-    would fuse ``Transpose`` + ``MatMul`` back into ``FusedMatMul``, which has no double
-    kernel. ``SessionOptions`` neither pickles nor copies, so the readable properties are
-    copied one by one (session config entries and custom op libraries are not readable
-    and are lost); the caller's object is left untouched.
-    """
-    result = SessionOptions()
-    if options is not None:
-        for name in _SESSION_PROPERTIES:
-            setattr(result, name, getattr(options, name))
-    result.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
-    return result
+    return rebuild_model(model, new_graph, opset=opset)
 
 
 # Inputs whose values, not only their shapes, set the shape of the operator's output.
@@ -422,7 +391,7 @@ def fold_gradient_shapes(model: ModelProto) -> ModelProto:
     ----------
     model : ModelProto
         A graph without ``YieldOp`` (see
-        :func:`~skl_ortgrad.utils.orttraining_helper.fused_gradient_model`).
+        :func:`~skl_ortgrad.gradient.ort_training.fused_gradient_model`).
 
     Returns
     -------
@@ -442,7 +411,7 @@ def fold_gradient_shapes(model: ModelProto) -> ModelProto:
         dims = info.type.tensor_type.shape.dim
         if not all(dim.HasField("dim_value") for dim in dims):
             return result
-        dtype = helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type)
+        dtype = numpy_dtype(info.type.tensor_type.elem_type)
         feeds[info.name] = np.zeros([dim.dim_value for dim in dims], dtype=dtype)
     if not _static_shapes(graph):
         return result
@@ -455,9 +424,7 @@ def fold_gradient_shapes(model: ModelProto) -> ModelProto:
         for name in node.output:
             if name and name not in declared:
                 probe.graph.output.add().name = name
-    options = SessionOptions()
-    options.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
+    options = unoptimized_session_options(session_options())
     try:
         session = InferenceSession(
             probe.SerializeToString(), options, providers=["CPUExecutionProvider"]

@@ -5,8 +5,8 @@ import numpy as np
 import scipy.sparse as sp
 from onnxruntime.capi._pybind_state import OrtValue
 
-from skl_ortgrad.training.data_loader import MiniBatchLoader
-from skl_ortgrad.training.ortgradient import ort_device
+from skl_ortgrad.runtime.batches import MiniBatchLoader
+from skl_ortgrad.runtime.devices import ort_device
 
 CPU = ort_device("cpu")
 

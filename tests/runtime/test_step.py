@@ -9,10 +9,11 @@ from _backends import requires_training
 from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
 
 from skl_ortgrad import SquareLearningLoss
-from skl_ortgrad.training.ortgradient import OrtGradientForwardBackward
-from skl_ortgrad.training.ortgradient_step import OrtGradientStep
-from skl_ortgrad.utils.onnx_model import OPSET
-from skl_ortgrad.utils.orttraining_helper import fused_gradient_model, merge_loss_graph
+from skl_ortgrad.gradient.forward_backward import OrtGradientForwardBackward
+from skl_ortgrad.gradient.ort_training import fused_gradient_model
+from skl_ortgrad.graph.model import OPSET
+from skl_ortgrad.objective.merge import merge_loss_graph
+from skl_ortgrad.runtime.step import OrtGradientStep
 
 CPU = OrtDevice(OrtDevice.cpu(), OrtDevice.default_memory(), 0)
 

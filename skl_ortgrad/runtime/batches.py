@@ -31,7 +31,7 @@ class MiniBatchLoader:
     The feeds of a batch are, in order: its rows of every array of ``arrays``, the
     values of ``tail`` (the weights), then its output gradient
     :math:`1 / \sum_{i \in B} s_i` as a 0-d tensor: the feed order of
-    :class:`~skl_ortgrad.training.ortgradient_step.OrtGradientStep`.
+    :class:`~skl_ortgrad.runtime.step.OrtGradientStep`.
 
     Parameters
     ----------

@@ -6,12 +6,11 @@ import pickle
 import numpy as np
 import pytest
 
-from skl_ortgrad.training.ortgradient import (
+from skl_ortgrad.gradient.forward_backward import (
     OrtGradientForwardBackward,
     OrtGradientForwardBackwardFunction,
-    device_providers,
-    parse_device,
 )
+from skl_ortgrad.runtime.devices import device_providers, parse_device
 
 
 def test_linear_forward_backward_matches_numpy(linear_onnx, regression_data, backend):

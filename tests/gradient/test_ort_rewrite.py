@@ -7,16 +7,16 @@ from _backends import requires_training
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime import ExecutionMode, GraphOptimizationLevel, InferenceSession, SessionOptions
 
-from skl_ortgrad.utils.gradient_rewrite import (
+from skl_ortgrad.gradient.ort_rewrite import (
     FAST_REWRITES,
     GRADIENT_REWRITES,
     MS_DOMAIN,
     fold_gradient_shapes,
     needs_gradient_rewrite,
     rewrite_gradient_graph,
-    unoptimized_session_options,
 )
-from skl_ortgrad.utils.onnx_model import IR_VERSION, make_model
+from skl_ortgrad.graph.model import IR_VERSION, make_model
+from skl_ortgrad.runtime.options import unoptimized_session_options
 
 # The rewritten operators (ReluGrad, SoftmaxGrad_13...) are onnxruntime-training's kernels:
 # they exist only where it is installed.

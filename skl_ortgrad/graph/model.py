@@ -1,44 +1,23 @@
-"""What every ONNX graph built by skl_ortgrad must respect to load in onnxruntime 1.19.
+"""Building models and naming results: what every ONNX graph built by skl_ortgrad shares.
 
 onnxruntime(-training) 1.19 accepts opset <= 21 and IR version <= 10, while
 ``onnx.helper.make_model`` stamps the newest IR version and skl2onnx defaults to a
-newer opset. Every graph the package builds goes through :func:`make_model`.
+newer opset. Every graph the package builds goes through :func:`make_model` (or
+:func:`rebuild_model`, which keeps a model's opsets and producer).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-import numpy as np
-from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, helper
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, helper
+
+from skl_ortgrad.graph.opset import main_opset, other_domains
 
 OPSET = 21
 ML_OPSET = 3
 IR_VERSION = 10
 TARGET_OPSET = {"": OPSET, "ai.onnx.ml": ML_OPSET}
-
-_NP_TO_ONNX = {
-    np.dtype(np.float32): TensorProto.FLOAT,
-    np.dtype(np.float64): TensorProto.DOUBLE,
-    np.dtype(np.float16): TensorProto.FLOAT16,
-    np.dtype(np.int64): TensorProto.INT64,
-    np.dtype(np.int32): TensorProto.INT32,
-}
-
-
-def onnx_dtype(dtype: np.dtype | type) -> int:
-    """Return the ONNX element type matching a numpy dtype.
-
-    Raises
-    ------
-    TypeError
-        If the dtype has no ONNX counterpart used by this package.
-    """
-    try:
-        return _NP_TO_ONNX[np.dtype(dtype)]
-    except KeyError:
-        raise TypeError(f"No ONNX element type for numpy dtype {np.dtype(dtype)}.") from None
-
 
 def make_model(
     graph: GraphProto, opset: int = OPSET, domains: Iterable[tuple[str, int]] = ()
@@ -59,6 +38,22 @@ def make_model(
     imports = [helper.make_opsetid("", opset)]
     imports += [helper.make_opsetid(name, version) for name, version in domains]
     return helper.make_model(graph, opset_imports=imports, ir_version=IR_VERSION)
+
+
+def rebuild_model(
+    onx: ModelProto,
+    graph: GraphProto,
+    opset: int | None = None,
+    extra: tuple[ModelProto, ...] = (),
+) -> ModelProto:
+    """Wrap ``graph`` with the opsets and producer of ``onx`` (and the domains of
+    ``extra``) through :func:`make_model`; ``opset`` overrides the main one."""
+    main = opset if opset is not None else main_opset(onx)
+    model = make_model(graph, opset=main, domains=other_domains(onx, *extra))
+    model.producer_name = onx.producer_name
+    model.producer_version = onx.producer_version
+    model.doc_string = onx.doc_string
+    return model
 
 
 def initializers_to_inputs(model: ModelProto, names: Iterable[str]) -> ModelProto:

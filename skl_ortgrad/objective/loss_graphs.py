@@ -30,7 +30,8 @@ from collections.abc import Callable
 import numpy as np
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
-from skl_ortgrad.utils.onnx_model import OPSET, make_model, onnx_dtype
+from skl_ortgrad.graph.dtypes import onnx_dtype
+from skl_ortgrad.graph.model import OPSET, make_model
 
 # ReduceSum takes its axes as an input from opset 13 on, Softmax/LogSoftmax normalise over
 # one axis from opset 13 on: the graphs below rely on both.

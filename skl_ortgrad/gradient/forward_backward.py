@@ -1,0 +1,644 @@
+"""Forward/backward engine: an ONNX model and the names of its weights become a function
+with ``forward`` and ``backward`` methods computed by onnxruntime.
+
+:class:`OrtGradientForwardBackward` builds the gradient graph once with a gradient
+backend (:mod:`skl_ortgrad.gradient.backend`: onnxruntime-training's
+``OrtModuleGraphBuilder``, or skl_ortgrad's own differentiator in standard ONNX), creates
+the sessions that run it in two halves (``TrainingAgent`` for the first, two plain
+inference sessions for the second), and generates a subclass of
+:class:`OrtGradientForwardBackwardFunction` holding them. Every instance of that class
+(:meth:`OrtGradientForwardBackward.new_instance`) is one forward/backward pair, the way
+``torch.autograd.Function`` works: ``forward`` saves what ``backward`` needs.
+
+If :math:`y = f(x, W)` is the model, ``forward(x, W)`` returns :math:`y` and
+``backward(g)`` returns :math:`\\partial \\langle g, y \\rangle / \\partial W_j` for every
+trained weight :math:`W_j`, in the order of ``weights_to_train``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnxruntime import InferenceSession, RunOptions, SessionOptions
+from onnxruntime.capi._pybind_state import (
+    OrtDevice,
+    OrtValue,
+    OrtValueVector,
+    get_available_providers,
+)
+
+from skl_ortgrad.gradient.backend import GradientGraph, build_gradient
+from skl_ortgrad.graph.dtypes import numpy_dtype, numpy_dtype_of
+from skl_ortgrad.graph.weights import get_train_initializer
+from skl_ortgrad.runtime.devices import device_providers, log_severity, ort_device
+from skl_ortgrad.runtime.options import session_options, unoptimized_session_options
+from skl_ortgrad.runtime.step import OrtGradientStep
+
+
+def _elem_dtype(info: onnx.ValueInfoProto) -> np.dtype:
+    return numpy_dtype(info.type.tensor_type.elem_type)
+
+
+def _declared_shape(info: onnx.ValueInfoProto) -> list[Any]:
+    """Declared dimensions: numbers, or the symbolic name (None if unnamed)."""
+    return [
+        dim.dim_value if dim.HasField("dim_value") else (dim.dim_param or None)
+        for dim in info.type.tensor_type.shape.dim
+    ]
+
+
+def _node_inputs(node: onnx.NodeProto) -> list[str]:
+    """Inputs of ``node``, including the outer names its subgraphs (If, Loop) read."""
+    names = list(node.input)
+    for attribute in node.attribute:
+        graphs = list(attribute.graphs) + ([attribute.g] if attribute.HasField("g") else [])
+        for sub in graphs:
+            for inner in sub.node:
+                names.extend(_node_inputs(inner))
+    return names
+
+
+def _unreachable(graph: onnx.GraphProto, weights: list[str], outputs: list[str]) -> list[str]:
+    """The weights from which no chain of nodes leads to one of ``outputs``."""
+    producer = {name: node for node in graph.node for name in node.output}
+    needed, stack, seen = set(outputs), list(outputs), set()
+    while stack:
+        node = producer.get(stack.pop())
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for name in _node_inputs(node):
+            if name not in needed:
+                needed.add(name)
+                stack.append(name)
+    return [name for name in weights if name not in needed]
+
+
+
+class _AgentCalls:
+    """``forward``/``backward`` in two halves through onnxruntime-training's
+    ``TrainingAgent`` (backend ``"onnxruntime-training"``): the forward pass keeps its
+    intermediate results in a ``PartialGraphExecutionState`` for the backward pass."""
+
+    def __init__(self, gradient: GradientGraph, options: SessionOptions,
+                 providers: list[str], provider_options: list[dict] | None,
+                 device: OrtDevice, feed_names: list[str], grad_names: list[str]) -> None:
+        from onnxruntime.capi._pybind_state import OrtValueCache, TrainingAgent
+
+        # TrainingAgent borrows the session without a reference: keep it alive here.
+        self._session = InferenceSession(
+            gradient.yield_model.SerializeToString(), options, providers=providers,
+            provider_options=provider_options,
+        )
+        n_outputs = len(gradient.training_model.graph.output)
+        self._agent = TrainingAgent(
+            self._session._sess, feed_names, [device] * n_outputs, grad_names,
+            [device] * len(grad_names), 0,
+        )
+        self._cache = OrtValueCache()
+
+    def forward(self, inputs: OrtValueVector, outputs: OrtValueVector) -> Any:
+        from onnxruntime.capi._pybind_state import PartialGraphExecutionState
+
+        state = PartialGraphExecutionState()
+        self._agent.run_forward(inputs, outputs, state, self._cache)
+        return state
+
+    def backward(self, state: Any, grad_outputs: OrtValueVector,
+                 gradients: OrtValueVector) -> None:
+        self._agent.run_backward(grad_outputs, gradients, state)
+
+
+class _FusedCalls:
+    """``forward``/``backward`` on plain onnxruntime (backend ``"onnx"``): the forward
+    pass runs the inference graph and keeps its feeds; the backward pass runs the
+    one-call gradient graph on them with the output gradients, which recomputes the
+    forward values it needs (one more forward pass, no training kernel)."""
+
+    def __init__(self, gradient: GradientGraph, options: SessionOptions,
+                 providers: list[str], provider_options: list[dict] | None,
+                 device: OrtDevice, feed_names: list[str], grad_names: list[str],
+                 inference: InferenceSession, run_options: RunOptions) -> None:
+        self._session = InferenceSession(
+            gradient.fused.SerializeToString(), options, providers=providers,
+            provider_options=provider_options,
+        )
+        self._inference = inference
+        self._feed_names = feed_names
+        self._output_names = [out.name for out in gradient.training_model.graph.output]
+        self._grad_feed_names = [f"{name}_grad" for name in gradient.differentiable_outputs]
+        self._grad_names = grad_names
+        self._device = device
+        self._run_options = run_options
+
+    def forward(self, inputs: OrtValueVector, outputs: OrtValueVector) -> Any:
+        self._inference._sess.run_with_ortvaluevector(
+            self._run_options, self._feed_names, inputs, self._output_names, outputs,
+            [self._device] * len(self._output_names),
+        )
+        return inputs
+
+    def backward(self, state: Any, grad_outputs: OrtValueVector,
+                 gradients: OrtValueVector) -> None:
+        feeds = OrtValueVector()
+        for value in [*state, *grad_outputs]:
+            feeds.push_back(value)
+        self._session._sess.run_with_ortvaluevector(
+            self._run_options, self._feed_names + self._grad_feed_names, feeds,
+            self._grad_names, gradients, [self._device] * len(self._grad_names),
+        )
+
+
+class OrtGradientForwardBackwardFunction:
+    """One forward/backward computation through onnxruntime-training.
+
+    Do not instantiate it directly: :meth:`OrtGradientForwardBackward.new_instance`
+    returns an instance of a generated subclass whose class attributes hold the
+    sessions, the training agent and the names.
+
+    Attributes (class level, set by the generator)
+    ----------------------------------------------
+    input_names, weights_to_train, output_names, grad_names : list of str
+    device : str
+    """
+
+    # Set on the generated subclass.
+    input_names: list[str]
+    weights_to_train: list[str]
+    output_names: list[str]
+    grad_names: list[str]
+    device: str
+    debug: bool
+    _ort_device: OrtDevice
+    _feed_dtypes: list[np.dtype]
+    _feed_shapes: list[list[Any]]
+    _output_grad_dtypes: list[np.dtype]
+    backend: str
+    _calls: _AgentCalls | _FusedCalls
+    _inference_sess: InferenceSession
+    _run_options: RunOptions
+
+    def __init__(self) -> None:
+        self._state: Any = None
+        self._saved: tuple[Any, ...] = ()
+
+    @staticmethod
+    def device_name(device: OrtDevice) -> str:
+        """Return ``'cpu'`` or ``'cuda'`` for an ``OrtDevice``."""
+        return "cpu" if device.device_type() == OrtDevice.cpu() else "cuda"
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        """Keep ``tensors`` alive until :meth:`backward` returns.
+
+        ``OrtValue.ortvalue_from_numpy`` borrows numpy buffers without holding a
+        reference: a temporary freed before ``backward`` would be read as garbage.
+        """
+        self._saved = tensors
+
+    @property
+    def saved_tensors(self) -> tuple[Any, ...]:
+        """The tensors given to :meth:`save_for_backward`."""
+        return self._saved
+
+    def input_to_ort(self, tensors: Sequence[Any], debug: bool | None = None) -> OrtValueVector:
+        """Convert numpy arrays or OrtValues into an ``OrtValueVector`` on the device.
+
+        Parameters
+        ----------
+        tensors : sequence of numpy.ndarray or OrtValue
+            The graph inputs then the weights, in ``weights_to_train`` order.
+        debug : bool, optional
+            Check dtype and shape of every tensor against the session (defaults to the
+            ``debug`` flag given to the engine). onnxruntime does not check: a float64
+            feed into a float32 graph gives wrong results silently.
+        """
+        expected = len(self._feed_dtypes)
+        if len(tensors) != expected:
+            raise ValueError(
+                f"Expected {expected} tensors ({self.input_names + self.weights_to_train}), "
+                f"got {len(tensors)}."
+            )
+        if self.debug if debug is None else debug:
+            self._check_feeds(tensors)
+        vect = OrtValueVector()
+        vect.reserve(expected)
+        for tensor in tensors:
+            if isinstance(tensor, np.ndarray):
+                tensor = OrtValue.ortvalue_from_numpy(tensor, self._ort_device)
+            vect.push_back(tensor)
+        return vect
+
+    def _check_feeds(self, tensors: Sequence[Any]) -> None:
+        names = self.input_names + self.weights_to_train
+        for name, tensor, dtype, shape in zip(
+            names, tensors, self._feed_dtypes, self._feed_shapes, strict=True
+        ):
+            if isinstance(tensor, np.ndarray):
+                got_dtype, got_shape = tensor.dtype, list(tensor.shape)
+            else:
+                got_dtype, got_shape = numpy_dtype_of(tensor.data_type()), tensor.shape()
+            if got_dtype != dtype:
+                raise TypeError(f"Input {name!r} has dtype {got_dtype}, the graph expects {dtype}.")
+            # Symbolic dimensions (strings or None) accept any size.
+            if len(got_shape) != len(shape) or any(
+                isinstance(dim, int) and dim != got
+                for dim, got in zip(shape, got_shape, strict=True)
+            ):
+                raise ValueError(
+                    f"Input {name!r} has shape {got_shape}, the graph expects {shape}."
+                )
+
+    def forward(
+        self,
+        inputs: Sequence[Any] | OrtValueVector,
+        training: bool = False,
+        forward_outputs_cache: OrtValueVector | None = None,
+    ) -> OrtValueVector:
+        """Compute the model outputs.
+
+        Parameters
+        ----------
+        inputs : sequence of numpy.ndarray or OrtValue, or OrtValueVector
+            The graph inputs then the weights in ``weights_to_train`` order. An
+            ``OrtValueVector`` is used as is (the caller keeps its buffers alive).
+        training : bool
+            If True, keep what :meth:`backward` needs; every training forward must be
+            followed by exactly one backward. If False, run plain inference.
+        forward_outputs_cache : OrtValueVector, optional
+            Vector to receive the outputs (reused across calls to save allocations).
+
+        Returns
+        -------
+        OrtValueVector
+            The outputs, in ``output_names`` order.
+        """
+        if not isinstance(inputs, OrtValueVector):
+            self.save_for_backward(inputs)
+            inputs = self.input_to_ort(inputs)
+        outputs = OrtValueVector() if forward_outputs_cache is None else forward_outputs_cache
+        if training:
+            self._state = self._calls.forward(inputs, outputs)
+        else:
+            self._inference_sess._sess.run_with_ortvaluevector(
+                self._run_options,
+                self.input_names + self.weights_to_train,
+                inputs,
+                self.output_names,
+                outputs,
+                [self._ort_device] * len(self.output_names),
+            )
+        return outputs
+
+    def backward(
+        self,
+        grad_outputs: Sequence[Any] | OrtValueVector,
+        backward_outputs_cache: OrtValueVector | None = None,
+    ) -> OrtValueVector:
+        """Compute the gradients of the weights given the gradients of the outputs.
+
+        Parameters
+        ----------
+        grad_outputs : sequence of numpy.ndarray or OrtValue, or OrtValueVector
+            :math:`\\partial L/\\partial y_i` for every differentiable output
+            :math:`y_i` (outputs such as labels take none).
+        backward_outputs_cache : OrtValueVector, optional
+            Vector to receive the gradients.
+
+        Returns
+        -------
+        OrtValueVector
+            The gradients, in ``weights_to_train`` order (names in ``grad_names``).
+        """
+        if self._state is None:
+            raise RuntimeError("backward() needs a forward(..., training=True) before it.")
+        if not isinstance(grad_outputs, OrtValueVector):
+            grad_outputs = self._grad_outputs_to_ort(grad_outputs)
+        gradients = OrtValueVector() if backward_outputs_cache is None else backward_outputs_cache
+        state, self._state = self._state, None
+        self._calls.backward(state, grad_outputs, gradients)
+        self._saved = ()
+        return gradients
+
+    def _grad_outputs_to_ort(self, grad_outputs: Sequence[Any]) -> OrtValueVector:
+        # onnxruntime does not check dtypes here and silently returns wrong gradients.
+        if len(grad_outputs) != len(self._output_grad_dtypes):
+            raise ValueError(
+                f"backward expects {len(self._output_grad_dtypes)} output gradients "
+                f"(one per differentiable output), got {len(grad_outputs)}."
+            )
+        self._saved = (*self._saved, grad_outputs)
+        vect = OrtValueVector()
+        for index, (grad, dtype) in enumerate(
+            zip(grad_outputs, self._output_grad_dtypes, strict=True)
+        ):
+            got = grad.dtype if isinstance(grad, np.ndarray) else numpy_dtype_of(grad.data_type())
+            if got != dtype:
+                raise TypeError(
+                    f"Gradient of output {index} has dtype {got}, the graph expects {dtype}."
+                )
+            if isinstance(grad, np.ndarray):
+                grad = OrtValue.ortvalue_from_numpy(grad, self._ort_device)
+            vect.push_back(grad)
+        return vect
+
+
+class OrtGradientForwardBackward:
+    """Build a forward/backward function of an ONNX model with onnxruntime-training.
+
+    Parameters
+    ----------
+    onnx_model : onnx.ModelProto or bytes
+        The model; weights are initializers. It must load in onnxruntime 1.19
+        (IR <= 10, opset <= 21).
+    weights_to_train : list of str, optional
+        Initializers to train. None selects the float initializers that parameterize a
+        linear layer (see :func:`skl_ortgrad.graph.weights.get_train_initializer`).
+    input_names : list of str, optional
+        Graph inputs given to ``forward`` (default: all graph inputs, in graph order).
+    output_names : list of str, optional
+        Graph outputs returned by ``forward`` (default: all).
+    class_name : str, optional
+        Name of the generated subclass (default ``OrtGradientForwardBackwardFunction_<id>``).
+    sess_options : onnxruntime.SessionOptions, optional
+        Options of the sessions (default: one intra-op thread, fastest on small graphs).
+    providers, provider_options : list, optional
+        Execution providers; default from ``device_index``: CPU.
+    run_options : onnxruntime.RunOptions, optional
+    graph_builder_config : OrtModuleGraphBuilderConfiguration, optional
+        Overrides the builder configuration (backend ``"onnxruntime-training"`` only).
+    device_index : int
+        CUDA device index when ``providers`` asks for CUDA.
+    enable_logging : bool
+        Verbose onnxruntime logging.
+    debug : bool
+        Check every feed's dtype and shape against the session.
+    backend : str
+        Gradient backend: ``"auto"`` (onnxruntime-training where it imports, else
+        ``"onnx"``), ``"onnxruntime-training"`` or ``"onnx"``.
+
+    Attributes
+    ----------
+    backend_ : str
+        The backend used (``"auto"`` resolved).
+    gradient_ : skl_ortgrad.gradient.backend.GradientGraph
+        What the backend built.
+    cls_type_ : type
+        The generated subclass of :class:`OrtGradientForwardBackwardFunction`.
+    forward_model_, gradient_model_ : bytes
+        The forward graph (weights as inputs) and the backend's gradient graph
+        (:attr:`skl_ortgrad.gradient.GradientGraph.gradient_model`).
+    """
+
+    def __init__(
+        self,
+        onnx_model: onnx.ModelProto | bytes,
+        weights_to_train: list[str] | None = None,
+        input_names: list[str] | None = None,
+        output_names: list[str] | None = None,
+        class_name: str | None = None,
+        sess_options: SessionOptions | None = None,
+        providers: list[str] | None = None,
+        provider_options: list[dict] | None = None,
+        run_options: RunOptions | None = None,
+        graph_builder_config: Any = None,
+        device_index: int = 0,
+        enable_logging: bool = False,
+        debug: bool = False,
+        backend: str = "auto",
+    ) -> None:
+        if isinstance(onnx_model, bytes):
+            onnx_model = onnx.load_from_string(onnx_model)
+        self.onnx_model = onnx_model
+        self.weights_to_train = weights_to_train
+        self.input_names = input_names
+        self.output_names = output_names
+        self.class_name = class_name
+        self.sess_options = sess_options
+        self.providers = providers
+        self.provider_options = provider_options
+        self.run_options = run_options
+        self.graph_builder_config = graph_builder_config
+        self.device_index = device_index
+        self.enable_logging = enable_logging
+        self.debug = debug
+        self.backend = backend
+        self._build()
+
+    # -- construction -----------------------------------------------------------------
+
+    def _resolved_weights(self) -> list[str]:
+        float_inits = {
+            init.name: init.data_type
+            for init in self.onnx_model.graph.initializer
+        }
+        if self.weights_to_train is None:
+            names = list(get_train_initializer(self.onnx_model))
+        else:
+            names = list(self.weights_to_train)
+        if not names:
+            raise ValueError(
+                "The model has no weight to train: no float initializer feeds a linear "
+                "layer. Pass weights_to_train explicitly. skl2onnx stores linear models in "
+                "LinearRegressor/LinearClassifier attributes unless converted with "
+                "black_op={'LinearRegressor', 'LinearClassifier'}."
+            )
+        unknown = [name for name in names if name not in float_inits]
+        if unknown:
+            raise ValueError(
+                f"Unknown weights {unknown}: the model's initializers are {sorted(float_inits)}."
+            )
+        floating = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16}
+        integers = [name for name in names if float_inits[name] not in floating]
+        if integers:
+            raise ValueError(f"Weights {integers} are not floating point tensors: no gradient.")
+        return names
+
+    def _session_options(self) -> SessionOptions:
+        if self.sess_options is not None:
+            return self.sess_options
+        return session_options(1, log_severity(self.enable_logging))
+
+    def _providers(self) -> tuple[list[str], str]:
+        if self.providers is None:
+            return device_providers("cpu"), "cpu"
+        providers = list(self.providers)
+        available = get_available_providers()
+        missing = [p for p in providers if p not in available]
+        if missing:
+            raise ValueError(f"Providers {missing} are not available (available: {available}).")
+        device = f"cuda:{self.device_index}" if "CUDAExecutionProvider" in providers else "cpu"
+        return providers, device
+
+    def _build(self) -> None:
+        weights = self._resolved_weights()
+        graph = self.onnx_model.graph
+        init_names = {init.name for init in graph.initializer}
+        graph_inputs = [inp.name for inp in graph.input if inp.name not in init_names]
+        input_names = list(self.input_names or graph_inputs)
+        output_names = list(self.output_names or [out.name for out in graph.output])
+
+        unreachable = _unreachable(graph, weights, output_names)
+        if unreachable:
+            # onnxruntime would fail with an unreadable RuntimeError (or, for a weight
+            # feeding nothing, drop it), never with a gradient for it.
+            raise ValueError(
+                f"Weights {unreachable} do not reach the outputs {output_names}: no node "
+                "path leads from them to an output, so they have no gradient. Remove them "
+                "from weights_to_train or fix the graph."
+            )
+        options = {} if self.graph_builder_config is None else {
+            "config": self.graph_builder_config
+        }
+        gradient = build_gradient(self.onnx_model, weights, backend=self.backend, **options)
+        self.gradient_ = gradient
+        self.backend_ = gradient.backend
+        self.forward_model_ = gradient.forward.SerializeToString()
+        self.gradient_model_ = gradient.gradient_model.SerializeToString()
+
+        providers, device = self._providers()
+        options = grad_options = self._session_options()
+        if gradient.unoptimized:
+            grad_options = unoptimized_session_options(options)
+        self._step_session = grad_options, providers
+        self._steps: dict[int | None, OrtGradientStep] = {}
+        fused_inputs = {info.name: info for info in gradient.fused.graph.input}
+        feed_names = input_names + weights
+        grad_names = [f"{name}_grad" for name in weights]
+        non_diff = [name for name in output_names if name not in gradient.differentiable_outputs]
+        out_types = {out.name: out.type.tensor_type.elem_type for out in graph.output}
+
+        dev = ort_device(device)
+        inference = InferenceSession(
+            self.forward_model_, options, providers=providers,
+            provider_options=self.provider_options,
+        )
+        run_options = self.run_options or RunOptions()
+        if gradient.backend == "onnxruntime-training":
+            calls = _AgentCalls(gradient, grad_options, providers, self.provider_options,
+                                dev, feed_names, grad_names)
+        else:
+            calls = _FusedCalls(gradient, grad_options, providers, self.provider_options,
+                                dev, feed_names, grad_names, inference, run_options)
+        name = self.class_name or f"OrtGradientForwardBackwardFunction_{id(self)}"
+        attributes = {
+            "__doc__": f"Forward/backward of a model training {weights}.",
+            "input_names": input_names,
+            "weights_to_train": weights,
+            "output_names": output_names,
+            "grad_names": grad_names,
+            "device": device,
+            "debug": self.debug,
+            "backend": gradient.backend,
+            "_ort_device": dev,
+            "_feed_dtypes": [_elem_dtype(fused_inputs[name]) for name in feed_names],
+            "_feed_shapes": [_declared_shape(fused_inputs[name]) for name in feed_names],
+            "_output_grad_dtypes": [
+                numpy_dtype(out_types[name])
+                for name in output_names if name not in non_diff
+            ],
+            "_calls": calls,
+            "_inference_sess": inference,
+            "_run_options": run_options,
+        }
+        self.cls_type_ = type(name, (OrtGradientForwardBackwardFunction,), attributes)
+
+    # -- public -----------------------------------------------------------------------
+
+    def new_instance(self) -> OrtGradientForwardBackwardFunction:
+        """Return a new forward/backward function (one per concurrent computation)."""
+        return self.cls_type_()
+
+    def step_function(self, batch_rows: int | None = None) -> OrtGradientStep:
+        """Return the one-call training step of this model (built once per ``batch_rows``).
+
+        Parameters
+        ----------
+        batch_rows : int, optional
+            Rows of every batch the step will see: with a static batch dimension the
+            gradient's shape computations become constants (onnxruntime's own folding,
+            see :func:`~skl_ortgrad.gradient.ort_training.fused_gradient_model`, and
+            :func:`~skl_ortgrad.gradient.ort_rewrite.fold_gradient_shapes`). None
+            accepts any number of rows.
+
+        Returns
+        -------
+        OrtGradientStep
+            Feeds: the graph inputs, the weights, then the gradient of every
+            differentiable output; fetches: the outputs, then the weight gradients. All
+            the steps of one engine write into the same buffers (``outputs``).
+        """
+        if batch_rows not in self._steps:
+            gradient = self.gradient_
+            fused = gradient.fused if batch_rows is None else gradient.static(
+                self._batch_inputs(), batch_rows
+            )
+            options, providers = self._step_session
+            shared = next(iter(self._steps.values())).outputs if self._steps else None
+            step = OrtGradientStep(fused, options, providers, self.provider_options, shared)
+            expected = self.cls_type_.input_names + self.cls_type_.weights_to_train
+            if step.feed_names[: len(expected)] != expected:
+                raise RuntimeError(
+                    f"Unexpected feed order {step.feed_names}, expected {expected} first."
+                )
+            self._steps[batch_rows] = step
+        return self._steps[batch_rows]
+
+    def _batch_inputs(self) -> list[str]:
+        """The graph inputs whose first dimension is the batch (data, labels, weights)."""
+        return list(self.cls_type_.input_names)
+
+    def get_initializer(self, name: str, exc: bool = True) -> np.ndarray | None:
+        """Return initializer ``name`` of the model as a numpy array.
+
+        Raises
+        ------
+        KeyError
+            If there is no such initializer and ``exc`` is True (else returns None).
+        """
+        for init in self.onnx_model.graph.initializer:
+            if init.name == name:
+                return onnx.numpy_helper.to_array(init)
+        if exc:
+            raise KeyError(f"No initializer {name!r} in the model.")
+        return None
+
+    def save_onnx_graph(
+        self, folder: str, prefix: str | None = None, suffix: str | None = None
+    ) -> dict[str, str]:
+        """Save the forward and gradient graphs in ``folder``; return the file names."""
+        os.makedirs(folder, exist_ok=True)
+        name = prefix or self.cls_type_.__name__
+        paths = {}
+        for kind, content in (("forward", self.forward_model_), ("gradient", self.gradient_model_)):
+            path = os.path.join(folder, f"{name}.{kind}{suffix or ''}.onnx")
+            with open(path, "wb") as f:
+                f.write(content)
+            paths[kind] = path
+        return paths
+
+    # No onnxruntime object pickles: keep the parameters and rebuild the sessions.
+    _PICKLED = (
+        "weights_to_train", "input_names", "output_names", "class_name", "providers",
+        "provider_options", "device_index", "enable_logging", "debug", "backend",
+    )
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {key: getattr(self, key) for key in self._PICKLED}
+        state["onnx_model"] = self.onnx_model.SerializeToString()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        model = onnx.load_from_string(state.pop("onnx_model"))
+        self.__init__(model, **state)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(weights_to_train={self.cls_type_.weights_to_train!r}, "
+            f"input_names={self.cls_type_.input_names!r}, "
+            f"output_names={self.cls_type_.output_names!r}, device={self.cls_type_.device!r})"
+        )

@@ -1,0 +1,68 @@
+"""Cutting a model at one of its results."""
+
+from __future__ import annotations
+
+import onnx
+from onnx import ModelProto, NodeProto, helper
+
+from skl_ortgrad.graph.model import rebuild_model, subgraph_inputs
+
+
+def select_model_output(onx: ModelProto, output_name: str) -> ModelProto:
+    """Cut a model so that it computes only ``output_name``.
+
+    Used to keep the raw scores of a classifier (skl2onnx's ``raw_scores`` or ``score``
+    results) and drop ``ArgMax``, ``ZipMap`` and the probabilities, which the gradient
+    builder cannot go through or which the loss does not need.
+
+    Parameters
+    ----------
+    onx : ModelProto
+        The model.
+    output_name : str
+        An output of the model or any intermediate result.
+
+    Returns
+    -------
+    ModelProto
+        The model with one output ``output_name``; nodes, initializers and inputs it does
+        not need are removed (the order of what remains is kept).
+
+    Raises
+    ------
+    ValueError
+        If no node, input or initializer produces ``output_name``.
+    """
+    graph = onx.graph
+    produced = {o for node in graph.node for o in node.output}
+    produced |= {i.name for i in graph.input} | {i.name for i in graph.initializer}
+    if output_name not in produced:
+        raise ValueError(f"No result named {output_name!r} in the model.")
+
+    info = next((o for o in graph.output if o.name == output_name), None)
+    if info is None:
+        info = next((v for v in graph.value_info if v.name == output_name), None)
+    if info is None:
+        inferred = onnx.shape_inference.infer_shapes(onx)
+        info = next((v for v in inferred.graph.value_info if v.name == output_name), None)
+    if info is None:
+        # Type unknown to onnx shape inference (custom domain): onnxruntime infers it.
+        info = helper.make_empty_tensor_value_info(output_name)
+
+    needed = {output_name}
+    kept: list[NodeProto] = []
+    for node in reversed(graph.node):
+        if needed & set(node.output):
+            kept.append(node)
+            needed.update(n for n in node.input if n)
+            needed |= subgraph_inputs(node)
+    kept.reverse()
+    new_graph = helper.make_graph(
+        kept,
+        graph.name,
+        [i for i in graph.input if i.name in needed],
+        [info],
+        [i for i in graph.initializer if i.name in needed],
+        value_info=[v for v in graph.value_info if v.name in needed and v.name != output_name],
+    )
+    return rebuild_model(onx, new_graph)

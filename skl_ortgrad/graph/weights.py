@@ -1,0 +1,55 @@
+"""Which initializers of a model are trainable weights."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import ModelProto, numpy_helper
+
+from skl_ortgrad.graph.dtypes import FLOAT_TYPES
+
+# (op_type, input index) pairs that hold the parameters of a linear layer.
+_WEIGHT_SLOTS = {("MatMul", 1), ("Gemm", 1), ("Gemm", 2), ("Conv", 1), ("Conv", 2)}
+_LINEAR_OPS = {"MatMul", "Gemm", "Conv"}
+
+
+def get_train_initializer(onx: ModelProto) -> dict[str, np.ndarray]:
+    """Return the float initializers of ``onx`` that are trainable weights, in graph order.
+
+    skl2onnx graphs also carry float constants as initializers (``unity``, ``negate``,
+    scaler offsets) next to int64 shape tensors, so "every float initializer" is wrong.
+    The rule: a float initializer is a weight when it parameterizes a linear layer,
+
+    * it is the second input of ``MatMul``, ``Gemm`` or ``Conv`` (the matrix / kernel),
+    * it is the third input of ``Gemm`` or ``Conv`` (the bias),
+    * or it is an operand of an ``Add`` whose other operand is produced by a
+      ``MatMul``, ``Gemm`` or ``Conv`` node (the bias of ``X @ W + b``).
+
+    Parameters
+    ----------
+    onx : ModelProto
+        The model.
+
+    Returns
+    -------
+    dict
+        ``{name: numpy array}`` for every weight, in the order of ``graph.initializer``.
+    """
+    graph = onx.graph
+    floats = {init.name for init in graph.initializer if init.data_type in FLOAT_TYPES}
+    producer = {out: node.op_type for node in graph.node for out in node.output}
+    selected: set[str] = set()
+    for node in graph.node:
+        for index, name in enumerate(node.input):
+            if name not in floats:
+                continue
+            if (node.op_type, index) in _WEIGHT_SLOTS:
+                selected.add(name)
+            elif node.op_type == "Add":
+                others = [other for other in node.input if other != name]
+                if any(producer.get(other) in _LINEAR_OPS for other in others):
+                    selected.add(name)
+    return {
+        init.name: numpy_helper.to_array(init)
+        for init in graph.initializer
+        if init.name in selected
+    }

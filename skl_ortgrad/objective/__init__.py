@@ -1,0 +1,1 @@
+"""What is differentiated: loss graphs, penalty graphs, a loss appended to a model."""

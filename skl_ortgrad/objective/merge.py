@@ -1,0 +1,276 @@
+"""Appending a loss graph (and penalties) to a model: the objective that is differentiated."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import ModelProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
+
+from skl_ortgrad.graph.dtypes import FLOAT_TYPES, numpy_dtype
+from skl_ortgrad.graph.model import OPSET, graph_names, rebuild_model, unique_name
+from skl_ortgrad.graph.opset import main_opset
+from skl_ortgrad.objective.loss_graphs import MIN_OPSET, build_loss_graph
+from skl_ortgrad.objective.penalty import penalty_loss_onnx
+
+
+def _rank(info: ValueInfoProto) -> int | None:
+    tensor = info.type.tensor_type
+    return len(tensor.shape.dim) if tensor.HasField("shape") else None
+
+
+def merge_loss_graph(
+    onx: ModelProto,
+    loss_graph: ModelProto,
+    output_index: int = 0,
+    label_name: str = "label",
+    weight_name: str | None = None,
+    loss_name: str = "loss",
+) -> ModelProto:
+    """Connect an output of a model to the ``prediction`` input of a loss graph.
+
+    The result computes :math:`\\mathrm{loss} = \\mathcal{L}(y, f(X; W)[, w])` where
+    :math:`f` is ``onx`` restricted to its output ``output_index`` and
+    :math:`\\mathcal{L}` the loss graph (see
+    :func:`~skl_ortgrad.objective.loss_graphs.build_loss_graph`).
+
+    Parameters
+    ----------
+    onx : ModelProto
+        The model. Its initializers keep their names (they are the weights to train).
+    loss_graph : ModelProto
+        A graph with inputs ``label``, ``prediction`` (and ``weight``) and one scalar
+        output ``loss``.
+    output_index : int
+        Which output of ``onx`` is the prediction. A rank-1 output ``[N]`` is reshaped
+        into ``[N, 1]`` to match the label ``[N, 1]``.
+    label_name : str
+        Name of the label input of the result.
+    weight_name : str, optional
+        Name of the sample weight input of the result; required when the loss graph is
+        weighted, forbidden otherwise.
+    loss_name : str
+        Name of the only output of the result.
+
+    Returns
+    -------
+    ModelProto
+        Inputs: the inputs of ``onx``, ``label_name`` (and ``weight_name``); one output
+        ``loss_name``. The internal names of the loss graph are prefixed to avoid clashes.
+        The main opset is the highest of the two graphs'.
+
+    Raises
+    ------
+    ValueError
+        On a name clash, a missing or unexpected weight, or a bad ``output_index``.
+    """
+    graph = onx.graph
+    if not 0 <= output_index < len(graph.output):
+        raise ValueError(
+            f"output_index={output_index} but the model has {len(graph.output)} output(s)."
+        )
+    loss_inputs = [i.name for i in loss_graph.graph.input]
+    if [o.name for o in loss_graph.graph.output] != ["loss"] or loss_inputs[:2] != [
+        "label",
+        "prediction",
+    ]:
+        raise ValueError(
+            "The loss graph must have inputs ('label', 'prediction'[, 'weight']) and one "
+            f"output 'loss', got {loss_inputs} -> {[o.name for o in loss_graph.graph.output]}."
+        )
+    weighted = "weight" in loss_inputs
+    if weighted and weight_name is None:
+        raise ValueError("The loss graph is weighted: weight_name must be given.")
+    if not weighted and weight_name is not None:
+        raise ValueError(f"weight_name={weight_name!r} but the loss graph is not weighted.")
+
+    taken = graph_names(graph)
+    new_names = [label_name, loss_name] + ([weight_name] if weighted else [])
+    clashes = [n for n in new_names if n in taken]
+    if clashes or len(set(new_names)) != len(new_names):
+        raise ValueError(
+            f"Names {new_names} must be distinct and unused in the model, "
+            f"{clashes or new_names} clash (cut the graph with select_model_output first?)."
+        )
+    taken |= set(new_names)
+
+    prediction_info = graph.output[output_index]
+    elem = prediction_info.type.tensor_type.elem_type
+    rank = _rank(prediction_info)
+    nodes = list(graph.node)
+    initializers = list(graph.initializer)
+    prediction = prediction_info.name
+    dims = list(prediction_info.type.tensor_type.shape.dim) if rank else []
+    first_dim = dims[0] if dims else None
+    if rank == 1:
+        # label is [N, 1]: a rank-1 prediction would broadcast into [N, N] in the loss.
+        shape = unique_name("loss_reshape_shape", taken)
+        initializers.append(numpy_helper.from_array(np.array([-1, 1], dtype=np.int64), shape))
+        reshaped = unique_name(f"{prediction}_2d", taken)
+        nodes.append(helper.make_node("Reshape", [prediction, shape], [reshaped], name=reshaped))
+        prediction = reshaped
+        n_cols: int | None = 1
+    elif rank == 2 and dims[1].HasField("dim_value"):
+        n_cols = dims[1].dim_value
+    else:
+        n_cols = None
+
+    # One prefix for every internal name of the loss graph, chosen so none clashes.
+    internal = graph_names(loss_graph.graph) - {"label", "prediction", "weight", "loss"}
+    prefix, i = "loss_", 0
+    while any(prefix + n in taken for n in internal):
+        i += 1
+        prefix = f"loss{i}_"
+    mapping = {n: prefix + n for n in internal}
+    mapping.update(label=label_name, prediction=prediction, loss=loss_name)
+    if weighted:
+        mapping["weight"] = weight_name
+
+    for node in loss_graph.graph.node:
+        new_node = NodeProto()
+        new_node.CopyFrom(node)
+        new_node.name = prefix + node.name if node.name else unique_name(prefix + "node", taken)
+        del new_node.input[:]
+        del new_node.output[:]
+        new_node.input.extend(mapping.get(n, n) if n else n for n in node.input)
+        new_node.output.extend(mapping.get(n, n) if n else n for n in node.output)
+        nodes.append(new_node)
+    for init in loss_graph.graph.initializer:
+        new_init = TensorProto()
+        new_init.CopyFrom(init)
+        new_init.name = mapping[init.name]
+        initializers.append(new_init)
+
+    label_dims = [first_dim.dim_param if first_dim is not None and first_dim.dim_param else None]
+    label_dims.append(n_cols)
+    inputs = list(graph.input)
+    inputs.append(helper.make_tensor_value_info(label_name, elem, label_dims))
+    if weighted:
+        inputs.append(helper.make_tensor_value_info(weight_name, elem, [label_dims[0]]))
+    merged = helper.make_graph(
+        nodes,
+        graph.name,
+        inputs,
+        [helper.make_tensor_value_info(loss_name, elem, [])],
+        initializers,
+        value_info=list(graph.value_info),
+    )
+    opset = max(main_opset(onx), main_opset(loss_graph))
+    return rebuild_model(onx, merged, opset=opset, extra=(loss_graph,))
+
+
+def add_loss_output(
+    onx: ModelProto,
+    score_name: str = "squared_error",
+    loss_name: str = "loss",
+    label_name: str = "label",
+    weight_name: str | None = None,
+    penalty: dict[str, dict[str, float]] | None = None,
+    output_index: int | None = None,
+    **kwargs: float,
+) -> ModelProto:
+    """Append a loss (and penalties) to a model, see :func:`merge_loss_graph`.
+
+    .. math::
+
+        \\mathrm{loss} = \\sum_i w_i \\sum_k \\ell(y_{ik}, f(X; W)_{ik})
+        + \\sum_{V \\in \\mathrm{penalty}} l_1^V \\sum |V| + \\frac{l_2^V}{2} \\sum V^2
+
+    Parameters
+    ----------
+    onx : ModelProto
+        The model.
+    score_name : str
+        Kind of loss, any name accepted by
+        :func:`~skl_ortgrad.objective.loss_graphs.build_loss_graph`.
+    loss_name, label_name : str
+        Names of the loss output and of the label input.
+    weight_name : str, optional
+        Name of a sample weight input (the loss becomes a weighted sum).
+    penalty : dict, optional
+        ``{tensor name: {'l1': a, 'l2': b}}``: penalties added to the loss.
+    output_index : int, optional
+        Output of ``onx`` used as the prediction (None: the first one).
+    **kwargs
+        Parameters of the loss (``epsilon``, ``eps``, ...).
+
+    Returns
+    -------
+    ModelProto
+        The model whose only output is ``loss_name``.
+    """
+    index = 0 if output_index is None else output_index
+    if not 0 <= index < len(onx.graph.output):
+        raise ValueError(
+            f"output_index={output_index} but the model has {len(onx.graph.output)} output(s)."
+        )
+    elem = onx.graph.output[index].type.tensor_type.elem_type
+    if elem not in FLOAT_TYPES:
+        raise TypeError(f"Output {onx.graph.output[index].name!r} is not a float tensor.")
+    # The loss graph follows the model's opset so merging never changes the meaning of
+    # the model's operators.
+    opset = min(OPSET, max(MIN_OPSET, main_opset(onx)))
+    loss_graph = build_loss_graph(
+        score_name,
+        numpy_dtype(elem),
+        weighted=weight_name is not None,
+        opset=opset,
+        **kwargs,
+    )
+    if not penalty:
+        return merge_loss_graph(
+            onx,
+            loss_graph,
+            output_index=index,
+            label_name=label_name,
+            weight_name=weight_name,
+            loss_name=loss_name,
+        )
+
+    taken = graph_names(onx.graph) | {label_name, loss_name}
+    if weight_name is not None:
+        taken.add(weight_name)
+    data_loss = unique_name(f"{loss_name}_data", taken)
+    merged = merge_loss_graph(
+        onx,
+        loss_graph,
+        output_index=index,
+        label_name=label_name,
+        weight_name=weight_name,
+        loss_name=data_loss,
+    )
+    graph = merged.graph
+    types = {i.name: i.data_type for i in graph.initializer}
+    types.update({i.name: i.type.tensor_type.elem_type for i in graph.input})
+    taken |= graph_names(graph)
+    nodes = list(graph.node)
+    total = data_loss
+    for name, coefs in penalty.items():
+        if name not in types:
+            raise ValueError(f"Penalty on {name!r}, which is no initializer or input.")
+        unknown = set(coefs) - {"l1", "l2"}
+        if unknown:
+            raise ValueError(f"Penalty keys must be 'l1' and 'l2', got {sorted(unknown)}.")
+        pen_nodes = penalty_loss_onnx(
+            name, types[name], l1=coefs.get("l1"), l2=coefs.get("l2"), existing_names=taken
+        )
+        for node in pen_nodes:
+            taken.update(node.output)
+            taken.add(node.name)
+        nodes.extend(pen_nodes)
+        pen = pen_nodes[-1].output[0]
+        if types[name] != elem:
+            pen = unique_name(f"{pen}_cast", taken)
+            nodes.append(helper.make_node("Cast", [pen_nodes[-1].output[0]], [pen], to=elem))
+        is_last = name == list(penalty)[-1]
+        out = loss_name if is_last else unique_name(f"{loss_name}_partial", taken)
+        node_name = unique_name(f"n_{out}", taken)
+        nodes.append(helper.make_node("Add", [total, pen], [out], name=node_name))
+        total = out
+    new_graph = helper.make_graph(
+        nodes,
+        graph.name,
+        list(graph.input),
+        [helper.make_tensor_value_info(loss_name, elem, [])],
+        list(graph.initializer),
+        value_info=list(graph.value_info),
+    )
+    return rebuild_model(merged, new_graph)

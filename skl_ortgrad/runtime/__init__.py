@@ -1,0 +1,1 @@
+"""onnxruntime sessions, options, devices and mini-batch feeds."""

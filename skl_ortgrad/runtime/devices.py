@@ -1,0 +1,59 @@
+"""Devices, execution providers and log levels of the onnxruntime sessions."""
+
+from __future__ import annotations
+
+from onnxruntime.capi._pybind_state import OrtDevice, get_available_providers
+
+_PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+
+
+def parse_device(device: str) -> tuple[str, int]:
+    """Split ``'cpu'``, ``'cuda'`` or ``'cuda:1'`` into (kind, index).
+
+    Raises
+    ------
+    ValueError
+        For any other string.
+    """
+    kind, _, index = str(device).partition(":")
+    if kind not in _PROVIDERS or (index and not index.isdigit()) or (kind == "cpu" and index):
+        raise ValueError(f"Unknown device {device!r}: use 'cpu', 'cuda' or 'cuda:<index>'.")
+    return kind, int(index or 0)
+
+
+def device_providers(device: str) -> list[str]:
+    """Execution providers for ``device``, checked against the installed onnxruntime.
+
+    Raises
+    ------
+    ValueError
+        If ``device`` is a CUDA device and onnxruntime was built without CUDA (the CPU
+        package ``onnxruntime-training-cpu`` is installed, not ``onnxruntime-training``).
+    """
+    kind, _ = parse_device(device)
+    provider = _PROVIDERS[kind]
+    if provider not in get_available_providers():
+        raise ValueError(
+            f"device={device!r} needs {provider}, which this onnxruntime does not have "
+            f"(available: {get_available_providers()}). Install the CUDA build with "
+            "`pip uninstall onnxruntime-training-cpu && pip install skl_ortgrad[gpu]`."
+        )
+    return [provider] if kind == "cpu" else [provider, _PROVIDERS["cpu"]]
+
+
+def log_severity(enable_logging: bool = False, verbose: int = 0) -> int:
+    """onnxruntime's log severity for our sessions.
+
+    Everything with ``enable_logging``; its warnings (e.g. "unreachable nodes" in
+    converted graphs, harmless here) only from ``verbose >= 2``; otherwise errors only.
+    """
+    if enable_logging:
+        return 0
+    return 2 if verbose >= 2 else 3
+
+
+def ort_device(device: str) -> OrtDevice:
+    """The ``OrtDevice`` for ``'cpu'``, ``'cuda'`` or ``'cuda:<index>'``."""
+    kind, index = parse_device(device)
+    kind_id = OrtDevice.cpu() if kind == "cpu" else OrtDevice.cuda()
+    return OrtDevice(kind_id, OrtDevice.default_memory(), index)
