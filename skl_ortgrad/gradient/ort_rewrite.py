@@ -142,7 +142,12 @@ def _fused_matmul(node: NodeProto, ctx: _Context) -> list[NodeProto]:
         raise NotImplementedError(
             f"FusedMatMul node {node.name!r} has an operand of rank {ranks}: no rewrite."
         )
-    equation = "...{},...{}->...ik".format("ji" if trans_a else "ij", "kj" if trans_b else "jk")
+    # "..." only on an operand with batch axes: onnxruntime's Einsum refuses an ellipsis
+    # that stands for no axis in one operand and some in the other.
+    batch_a, batch_b = ("..." if rank is None or rank > 2 else "" for rank in ranks)
+    equation = "{}{},{}{}->...ik".format(
+        batch_a, "ji" if trans_a else "ij", batch_b, "kj" if trans_b else "jk"
+    )
     if alpha == 1.0:
         return [
             helper.make_node(

@@ -27,6 +27,7 @@ from skl_ortgrad.gradient.ort_rewrite import (
     fold_gradient_shapes,
     rewrite_gradient_graph,
 )
+from skl_ortgrad.graph.model import graph_names, rename_results, unique_name
 
 
 def fused_gradient_model(
@@ -109,11 +110,23 @@ def fused_gradient_model(
         info = ValueInfoProto()
         info.CopyFrom(infos[name])
         forward_outputs.append(info)
-    grad_inputs = []
+    # The builder names the gradient it receives for an output that the graph also reads
+    # <output>_grad_external (<output>_grad is then the sum of both): the contract names
+    # every output gradient input <output>_grad.
+    renames: dict[str, str] = {}
+    taken = graph_names(graph)
     for forward_name, grad_name in zip(differentiable, node.output, strict=True):
+        wanted = f"{forward_name}_grad"
+        if grad_name != wanted:
+            if wanted in taken:
+                renames[wanted] = unique_name(f"{forward_name}_grad_total", taken)
+            renames[grad_name] = wanted
+    rename_results(graph, renames)
+    grad_inputs = []
+    for forward_name in differentiable:
         info = ValueInfoProto()
         info.CopyFrom(next(i for i in forward_outputs if i.name == forward_name))
-        info.name = grad_name
+        info.name = f"{forward_name}_grad"
         grad_inputs.append(info)
     weight_grads = list(graph.output)
     del graph.output[:]
@@ -162,7 +175,8 @@ class OrtTrainingGradient(GradientGraph):
         builder.build(TrainingGraphTransformerConfiguration())
         gradient = onnx.load_from_string(builder.get_gradient_model())
         types = {init.name: init.data_type for init in model.graph.initializer}
-        self.unoptimized = any(types[name] == TensorProto.DOUBLE for name in weights)
+        types.update({i.name: i.type.tensor_type.elem_type for i in model.graph.input})
+        self.unoptimized = any(types[name] == TensorProto.DOUBLE for name in weights + inputs)
         # float64 needs every rewrite (missing double kernels); float32 only ReluGrad's,
         # whose branchy kernel is slow.
         self.yield_model = rewrite_gradient_graph(

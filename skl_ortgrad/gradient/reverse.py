@@ -182,10 +182,10 @@ def differentiate(
     graph_inputs += [helper.make_tensor_value_info(w, inits[w].data_type, list(inits[w].dims))
                      for w in weights]
     for name in diff_outputs:
-        info = ValueInfoProto()
-        info.CopyFrom(next(out for out in graph.output if out.name == name))
-        info.name = grad_inputs[name]
-        graph_inputs.append(info)
+        # Typed as shape inference found the output (a model cut at an intermediate result
+        # may declare its outputs without a shape).
+        graph_inputs.append(helper.make_tensor_value_info(
+            grad_inputs[name], types[name], shapes.get(name)))
     result = helper.make_graph(
         [*_without_noop_reshapes(graph.node, shapes), *ctx.nodes],
         graph.name,

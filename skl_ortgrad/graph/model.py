@@ -56,6 +56,18 @@ def rebuild_model(
     return model
 
 
+def rename_results(graph: GraphProto, mapping: dict[str, str]) -> None:
+    """Rename results of ``graph`` in place: node inputs and outputs, graph inputs,
+    outputs, initializers and value infos (subgraphs are not visited)."""
+    if not mapping:
+        return
+    for node in graph.node:
+        node.input[:] = [mapping.get(name, name) for name in node.input]
+        node.output[:] = [mapping.get(name, name) for name in node.output]
+    for info in (*graph.input, *graph.output, *graph.value_info, *graph.initializer):
+        info.name = mapping.get(info.name, info.name)
+
+
 def initializers_to_inputs(model: ModelProto, names: Iterable[str]) -> ModelProto:
     """Return a copy of ``model`` where initializers ``names`` are graph inputs instead.
 

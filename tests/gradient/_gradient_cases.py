@@ -110,6 +110,10 @@ def arithmetic_cases() -> list[Case]:
                       ("clip-max", ["X", "", "hi"]), ("clip-none", ["X"])):
         cases.append(make_case(name, [make_node("Clip", ins, ["Y"])], {"X": x}, ["Y"],
                                constants={k: v for k, v in bounds.items() if k in ins}))
+    # Differentiated bounds take the gradient of the elements they replace.
+    cases.append(make_case("clip-bounds-differentiated",
+                           [make_node("Clip", ["X", "lo", "hi"], ["Y"])],
+                           {"X": x, **bounds}, ["Y"]))
     return cases
 
 

@@ -3,20 +3,22 @@ r"""Element-wise arithmetic with numpy broadcasting.
 Every partial gradient has the result's shape and is reduced to its operand's shape by
 :meth:`~skl_ortgrad.gradient.context.GradientContext.unbroadcast`.
 
-=========================  ======================================================
-:math:`Y = A + B`           :math:`\bar A = \bar Y,\ \bar B = \bar Y`
-:math:`Y = A - B`           :math:`\bar A = \bar Y,\ \bar B = -\bar Y`
-:math:`Y = A B`             :math:`\bar A = \bar Y B,\ \bar B = \bar Y A`
-:math:`Y = A / B`           :math:`\bar A = \bar Y / B,\ \bar B = -\bar Y Y / B`
-:math:`Y = -X`              :math:`\bar X = -\bar Y`
-:math:`Y = \sum_i X_i`      :math:`\bar X_i = \bar Y`
-:math:`Y = A^P`             :math:`\bar A = \bar Y P A^{P-1},\ \bar P = \bar Y Y \log A`
-:math:`Y = \max(A, B)`      :math:`\bar A = \bar Y [A \ge B],\ \bar B = \bar Y [A < B]`
-:math:`Y = \min(A, B)`      :math:`\bar A = \bar Y [A \le B],\ \bar B = \bar Y [A > B]`
-:math:`Y = C ? A : B`       :math:`\bar A = C ? \bar Y : 0,\ \bar B = C ? 0 : \bar Y`
-:math:`Y = \mathrm{clip}(X, l, h)`  :math:`\bar X = \bar Y [l \le X \le h]`
-=========================  ======================================================
+==================================  ============================================================
+:math:`Y = A + B`                   :math:`\bar A = \bar Y,\ \bar B = \bar Y`
+:math:`Y = A - B`                   :math:`\bar A = \bar Y,\ \bar B = -\bar Y`
+:math:`Y = A B`                     :math:`\bar A = \bar Y B,\ \bar B = \bar Y A`
+:math:`Y = A / B`                   :math:`\bar A = \bar Y / B,\ \bar B = -\bar Y Y / B`
+:math:`Y = -X`                      :math:`\bar X = -\bar Y`
+:math:`Y = \sum_i X_i`              :math:`\bar X_i = \bar Y`
+:math:`Y = A^P`                     :math:`\bar A = \bar Y P A^{P-1},\ \bar P = \bar Y Y \log A`
+:math:`Y = \max(A, B)`              :math:`\bar A = \bar Y [A \ge B],\ \bar B = \bar Y [A < B]`
+:math:`Y = \min(A, B)`              :math:`\bar A = \bar Y [A \le B],\ \bar B = \bar Y [A > B]`
+:math:`Y = C ? A : B`               :math:`\bar A = C ? \bar Y : 0,\ \bar B = C ? 0 : \bar Y`
+:math:`Y = \mathrm{clip}(X, l, h)`  :math:`\bar X = \bar Y [l \le X \le h]`, bounds: below
+==================================  ============================================================
 
+A differentiated bound of ``Clip`` takes the gradient of the elements it replaced,
+:math:`\bar l = \sum \bar Y [X < l]` and :math:`\bar h = \sum \bar Y [X > h]`.
 For ``Max``/``Min`` of more than two operands, the first operand reaching the extremum
 takes the whole gradient (ties go to the earliest operand).
 """
@@ -158,4 +160,10 @@ def clip(ctx: GradientContext, node: NodeProto, grads: list[str | None]) -> list
             inside = test if inside is None else ctx.op("And", [inside, test])
     result: list[str | None] = [None] * len(node.input)
     result[0] = g if inside is None else ctx.op("Mul", [g, _mask(ctx, inside, g)], like=g)
+    # A bound takes the gradient of the elements it replaced.
+    for index, outside in ((1, "Less"), (2, "Greater")):
+        bound = node.input[index] if len(node.input) > index else ""
+        if ctx.needs(bound):
+            replaced = _mask(ctx, ctx.op(outside, [x, bound]), g)
+            result[index] = ctx.unbroadcast(ctx.op("Mul", [g, replaced], like=g), bound)
     return result
