@@ -15,8 +15,10 @@ family="learning rate")``) and registers its aliases, its default and its meanin
 
 from __future__ import annotations
 
+import functools
 import numbers
 from abc import ABCMeta, abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import onnx
@@ -30,13 +32,29 @@ __all__ = ["BaseLearningObject"]
 _Recipe = tuple[type, dict[str, Any]]
 
 
+def _validated(init: Callable[..., None]) -> Callable[..., None]:
+    """``init`` followed by the object's :meth:`BaseLearningObject._validate`, only when
+    ``init`` is the constructor of the object's own class (a subclass calling its
+    parent's ``__init__`` validates once, when all its attributes are set)."""
+
+    @functools.wraps(init)
+    def checked(self: BaseLearningObject, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if type(self).__init__ is checked:
+            self._validate()
+
+    return checked
+
+
 class BaseLearningObject(BaseEstimator, metaclass=ABCMeta):
     """Base class of learning rates, losses and penalties.
 
     Subclasses follow the scikit-learn convention: ``__init__`` stores its arguments as
-    attributes of the same name and does nothing else (no validation, no computation), so
-    that :func:`sklearn.base.clone` and ``set_params`` behave. Validation happens when the
-    object is used.
+    attributes of the same name and computes nothing, so that :func:`sklearn.base.clone`
+    and ``set_params`` behave. The values are checked twice: once the object is built
+    (:meth:`_validate`, called after the most derived ``__init__``, so that
+    ``LearningRateSGD("EXC")`` fails where it is written, as the seed API documents), and
+    when the object is used, since ``set_params`` changes values without ``__init__``.
 
     A direct subclass declared with the ``family`` keyword becomes the root of a family and
     gets its own alias registry::
@@ -61,6 +79,8 @@ class BaseLearningObject(BaseEstimator, metaclass=ABCMeta):
 
     def __init_subclass__(cls, family: str | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _validated(cls.__dict__["__init__"])
         if family is not None:
             # A new registry per family: members of two families must never see each
             # other's aliases, which would happen with one dictionary on the base class.
@@ -69,6 +89,9 @@ class BaseLearningObject(BaseEstimator, metaclass=ABCMeta):
             cls._aliases = {}
             cls._default = None
             cls._float = None
+
+    def _validate(self) -> None:
+        """Raise ``ValueError`` for an invalid parameter (nothing to check by default)."""
 
     @abstractmethod
     def build_onnx_function(self, opset: int, device: str, *args: Any) -> onnx.ModelProto:
@@ -139,7 +162,7 @@ class BaseLearningObject(BaseEstimator, metaclass=ABCMeta):
         return {name: klass(**params) for name, (klass, params) in root._aliases.items()}
 
     @classmethod
-    def select(cls, value: Any) -> BaseLearningObject:
+    def select(cls, value: Any, **params: Any) -> BaseLearningObject:
         """Turn an estimator parameter into an object of this family.
 
         Parameters
@@ -151,6 +174,10 @@ class BaseLearningObject(BaseEstimator, metaclass=ABCMeta):
             * a string: the object registered under that alias;
             * an instance of the family: returned as is (not copied, so that the caller
               sees the same object it passed, as scikit-learn does with sub-estimators).
+        **params
+            Constructor arguments of the object built from ``None`` or a string, over the
+            alias's own (``select("elastic", l1_weight=0.1, l2_weight=0.9)``); not
+            accepted with an instance or a number.
 
         Returns
         -------
@@ -166,11 +193,16 @@ class BaseLearningObject(BaseEstimator, metaclass=ABCMeta):
             If ``value`` has any other type, or is a number for a family that accepts none.
         """
         root = cls._root()
+        if params and (isinstance(value, root) or isinstance(value, numbers.Real)):
+            raise TypeError(
+                f"Keyword arguments {sorted(params)} apply to the {root._family_name} built "
+                f"from an alias, not to {value!r}."
+            )
         if value is None:
             if root._default is None:
                 raise TypeError(f"None is not a valid {root._family_name}.")
-            klass, params = root._default
-            return klass(**params)
+            klass, defaults = root._default
+            return klass(**{**defaults, **params})
         if isinstance(value, root):
             return value
         # bool is an int for Python; True as a learning rate is certainly a mistake.
@@ -184,13 +216,13 @@ class BaseLearningObject(BaseEstimator, metaclass=ABCMeta):
             return klass(**{param: float(value)}, **params)
         if isinstance(value, str):
             try:
-                klass, params = root._aliases[value]
+                klass, defaults = root._aliases[value]
             except KeyError:
                 raise ValueError(
                     f"Unknown {root._family_name} {value!r}; valid aliases are "
                     f"{sorted(root._aliases)}."
                 ) from None
-            return klass(**params)
+            return klass(**{**defaults, **params})
         raise TypeError(
             f"Cannot build a {root._family_name} from {type(value).__name__} {value!r}: "
             f"expected None, a str among {sorted(root._aliases)}"

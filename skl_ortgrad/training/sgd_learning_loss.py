@@ -92,6 +92,9 @@ class BaseLearningLoss(BaseLearningObject, family="learning loss"):
     def _graph_kind(self) -> tuple[str, dict[str, float]]:
         """Return the kind of loss graph and its parameters, after validating them."""
 
+    def _validate(self) -> None:
+        self._graph_kind()
+
     @property
     def kind(self) -> str:
         """Name of the loss graph kind in :mod:`skl_ortgrad.objective.loss_graphs`."""

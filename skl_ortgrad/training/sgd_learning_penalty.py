@@ -166,7 +166,7 @@ class ElasticLearningPenalty(BaseLearningPenalty):
         self.l1 = l1
         self.l2 = l2
 
-    def _check_params(self) -> None:
+    def _validate(self) -> None:
         for name in ("l1", "l2"):
             value = getattr(self, name)
             if (
@@ -182,7 +182,7 @@ class ElasticLearningPenalty(BaseLearningPenalty):
 
         Computed in float64 whatever the weights' dtype: the value is reported, not trained.
         """
-        self._check_params()
+        self._validate()
         total = 0.0
         for w in weights:
             w64 = np.asarray(w, dtype=np.float64)
@@ -196,7 +196,7 @@ class ElasticLearningPenalty(BaseLearningPenalty):
 
         Validated here, once; ``step`` uses one preallocated temporary per weight.
         """
-        self._check_params()
+        self._validate()
         l1, l2 = float(self.l1), float(self.l2)
         pairs = [(w, np.empty_like(w)) for w in weights] if l1 > 0 else [(w, w) for w in weights]
 
@@ -238,7 +238,7 @@ class ElasticLearningPenalty(BaseLearningPenalty):
             ``decayed = w * Relu(1 - eta * l2)`` then
             ``new_w = decayed - Clip(decayed, -eta * l1, eta * l1)``.
         """
-        self._check_params()
+        self._validate()
         _check_opset(opset)
         _check_n_tensors(n_tensors)
         elem = onnx_dtype(dtype)

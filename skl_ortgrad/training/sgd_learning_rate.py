@@ -100,7 +100,8 @@ class BaseLearningRate(BaseLearningObject, family="learning rate"):
     ``'constant'``                      ``LearningRateSGD(learning_rate='constant')``
     ``'invscaling'``                    ``LearningRateSGD(learning_rate='invscaling')``
     ``'optimal'``                       ``LearningRateSGD(learning_rate='optimal')``
-    ``'SGDNesterov'``, ``'nesterov'``   ``LearningRateSGDNesterov()``
+    ``'SGDNesterov'``, ``'Nesterov'``,  ``LearningRateSGDNesterov()``
+    ``'nesterov'``
     ``'momentum'``                      ``LearningRateSGDNesterov(nesterov=False)``
     a ``BaseLearningRate``              itself
     ==================================  =====================================================
@@ -220,7 +221,7 @@ class LearningRateSGD(BaseLearningRate):
         self.learning_rate = learning_rate
 
     # ------------------------------------------------------------------ checks
-    def _check_params(self) -> None:
+    def _validate(self) -> None:
         if self.learning_rate not in _SCHEDULES:
             raise ValueError(
                 f"learning_rate must be one of {list(_SCHEDULES)}, got {self.learning_rate!r}."
@@ -261,7 +262,7 @@ class LearningRateSGD(BaseLearningRate):
         ValueError
             If a parameter is invalid or some ``t < 1``.
         """
-        self._check_params()
+        self._validate()
         ts = np.asarray(ts, dtype=np.float64)
         if ts.size and ts.min() < 1:
             raise ValueError(
@@ -279,7 +280,7 @@ class LearningRateSGD(BaseLearningRate):
     # ------------------------------------------------------------------ update
     def init_state(self, weights: list[np.ndarray]) -> list[np.ndarray]:
         """Plain SGD keeps no state: return ``[]`` (after validating the parameters)."""
-        self._check_params()
+        self._validate()
         return []
 
     def stepper(
@@ -293,7 +294,7 @@ class LearningRateSGD(BaseLearningRate):
         Validated here, once; ``step`` uses one preallocated temporary per weight.
         ``state`` is unused (``[]``, see :meth:`init_state`).
         """
-        self._check_params()
+        self._validate()
         _check_lists(weights, gradients)
         scratch = [np.empty_like(g) for g in gradients]
         triples = list(zip(weights, gradients, scratch, strict=True))
@@ -390,8 +391,8 @@ class LearningRateSGDNesterov(LearningRateSGD):
         self.momentum = momentum
         self.nesterov = nesterov
 
-    def _check_params(self) -> None:
-        super()._check_params()
+    def _validate(self) -> None:
+        super()._validate()
         if not _finite(self.momentum) or not 0 <= self.momentum < 1:
             raise ValueError(f"momentum must be in [0, 1), got {self.momentum!r}.")
         if not isinstance(self.nesterov, bool | np.bool_):
@@ -399,7 +400,7 @@ class LearningRateSGDNesterov(LearningRateSGD):
 
     def init_state(self, weights: list[np.ndarray]) -> list[np.ndarray]:
         """Return one zero velocity per weight, with the weight's shape and dtype."""
-        self._check_params()
+        self._validate()
         return [np.zeros_like(w, order="C") for w in weights]
 
     def stepper(
@@ -414,7 +415,7 @@ class LearningRateSGDNesterov(LearningRateSGD):
         the weights. Validated here, once; ``step`` uses two preallocated temporaries
         per weight.
         """
-        self._check_params()
+        self._validate()
         _check_lists(weights, gradients)
         if len(state) != len(weights):
             raise ValueError(
@@ -468,7 +469,7 @@ class LearningRateSGDNesterov(LearningRateSGD):
             :math:`v' = \mu v - \eta g` and :math:`w' = w + \mu v' - \eta g` (Nesterov) or
             :math:`w' = w + v'`. :math:`\mu` is stored in the graph as an initializer.
         """
-        self._check_params()
+        self._validate()
         _check_opset(opset)
         _check_n_tensors(n_tensors)
         elem = onnx_dtype(dtype)
@@ -514,7 +515,7 @@ BaseLearningRate.register_alias(("SGD", "sgd"), LearningRateSGD)
 for _schedule in _SCHEDULES:
     BaseLearningRate.register_alias(_schedule, LearningRateSGD, learning_rate=_schedule)
 del _schedule
-BaseLearningRate.register_alias(("SGDNesterov", "nesterov"), LearningRateSGDNesterov)
+BaseLearningRate.register_alias(("SGDNesterov", "Nesterov", "nesterov"), LearningRateSGDNesterov)
 BaseLearningRate.register_alias("momentum", LearningRateSGDNesterov, nesterov=False)
 
 
@@ -582,7 +583,7 @@ class LearningRateAdam(BaseLearningRate):
         self.epsilon = epsilon
 
     # ------------------------------------------------------------------ checks
-    def _check_params(self) -> None:
+    def _validate(self) -> None:
         if not _positive(self.eta0):
             raise ValueError(f"eta0 must be a finite number > 0, got {self.eta0!r}.")
         for name in ("beta1", "beta2"):
@@ -610,7 +611,7 @@ class LearningRateAdam(BaseLearningRate):
 
     def schedule(self, ts: np.ndarray) -> np.ndarray:
         """Return ``eta0`` for every ``t`` of ``ts`` (checked, ``t >= 1``)."""
-        self._check_params()
+        self._validate()
         ts = np.asarray(ts, dtype=np.float64)
         if ts.size and ts.min() < 1:
             raise ValueError(
@@ -632,7 +633,7 @@ class LearningRateAdam(BaseLearningRate):
         list of numpy arrays
             ``2 n + 1`` arrays, see the class notes.
         """
-        self._check_params()
+        self._validate()
         moments = [np.zeros_like(w, order="C") for w in weights]
         moments += [np.zeros_like(w, order="C") for w in weights]
         return [*moments, np.zeros((), dtype=np.int64)]
@@ -668,7 +669,7 @@ class LearningRateAdam(BaseLearningRate):
         place. Validated here, once; ``step`` uses two preallocated scratch arrays per
         weight.
         """
-        self._check_params()
+        self._validate()
         _check_lists(weights, gradients)
         self._check_state(weights, state)
         n = len(weights)
@@ -741,7 +742,7 @@ class LearningRateAdam(BaseLearningRate):
             constants :math:`\beta_1, \beta_2, 1 - \beta_1, 1 - \beta_2, \epsilon` are
             initializers.
         """
-        self._check_params()
+        self._validate()
         _check_opset(opset)
         _check_n_tensors(n_tensors)
         elem = onnx_dtype(dtype)

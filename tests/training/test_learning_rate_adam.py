@@ -152,7 +152,10 @@ def test_state_layout():
     ],
 )
 def test_invalid_parameters(params, match):
-    rate = LearningRateAdam(**params)  # __init__ does not validate (scikit-learn rule)
+    with pytest.raises(ValueError, match=match):
+        LearningRateAdam(**params)
+    # set_params bypasses __init__'s check: every use checks again.
+    rate = LearningRateAdam().set_params(**params)
     with pytest.raises(ValueError, match=match):
         rate.eta(1)
     with pytest.raises(ValueError, match=match):

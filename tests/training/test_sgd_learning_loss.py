@@ -219,16 +219,20 @@ def test_kinds_and_label_encoding():
     assert NegLogLearningLoss(probability_function="softmax").requires_one_hot
 
 
-def test_validation_at_use():
+def test_validation_at_construction_and_at_use():
     bad = [
-        (NegLogLearningLoss(probability_function="tanh"), "probability_function"),
-        (NegLogLearningLoss(eps=1.0), "eps"),
-        (NegLogLearningLoss(eps=-0.1), "eps"),
-        (HuberLearningLoss(epsilon=-1), "epsilon"),
-        (EpsilonInsensitiveLearningLoss(epsilon="a"), "epsilon"),
-        (ElasticLearningLoss(l1_weight=-1), "l1_weight"),
+        (NegLogLearningLoss, {"probability_function": "tanh"}, "probability_function"),
+        (NegLogLearningLoss, {"eps": 1.0}, "eps"),
+        (NegLogLearningLoss, {"eps": -0.1}, "eps"),
+        (HuberLearningLoss, {"epsilon": -1}, "epsilon"),
+        (EpsilonInsensitiveLearningLoss, {"epsilon": "a"}, "epsilon"),
+        (ElasticLearningLoss, {"l1_weight": -1}, "l1_weight"),
     ]
-    for loss, match in bad:
+    for klass, params, match in bad:
+        with pytest.raises(ValueError, match=match):
+            klass(**params)
+        # set_params does not go through __init__: the use checks again.
+        loss = klass().set_params(**params)
         with pytest.raises(ValueError, match=match):
             loss.build_onnx_function(21, "cpu")
         with pytest.raises(ValueError, match=match):

@@ -144,9 +144,12 @@ def test_onnx_update_matches_numpy(penalty, dtype):
         assert np.array_equal(got == 0, exp == 0)
 
 
-def test_validation_at_use():
+def test_validation_at_construction_and_at_use():
     for bad in [{"l1": -1.0}, {"l2": float("inf")}, {"l1": "0.1"}]:
-        penalty = ElasticLearningPenalty(**bad)  # __init__ accepts anything
+        with pytest.raises(ValueError, match=">= 0"):
+            ElasticLearningPenalty(**bad)
+        # set_params does not go through __init__: the use checks again.
+        penalty = ElasticLearningPenalty().set_params(**bad)
         with pytest.raises(ValueError, match=">= 0"):
             penalty.update_weights([np.zeros(2)], 0.1)
         with pytest.raises(ValueError, match=">= 0"):
@@ -248,4 +251,4 @@ def test_stepper_equals_successive_update_weights(penalty):
 
 def test_stepper_validates_when_built():
     with pytest.raises(ValueError, match="l1 must be a finite number >= 0"):
-        ElasticLearningPenalty(l1=-1.0).stepper([np.zeros(2, dtype=np.float32)])
+        ElasticLearningPenalty().set_params(l1=-1.0).stepper([np.zeros(2, dtype=np.float32)])

@@ -96,23 +96,30 @@ def test_schedule_matches_sgdregressor(params):
     np.testing.assert_allclose(intercept, skl.intercept_, rtol=1e-10)
 
 
-def test_schedule_validation_happens_at_use():
-    # __init__ stores anything (scikit-learn convention), eta/init_state complain.
+def test_schedule_validation_at_construction_and_at_use():
+    # The seed API refuses a bad value where the object is built (LearningRateSGD("EXC"));
+    # set_params bypasses __init__, so eta/init_state check again.
     cases = [
-        (LearningRateSGD(eta0=0), "eta0"),
-        (LearningRateSGD(eta0=-1.0), "eta0"),
-        (LearningRateSGD(eta0=float("nan")), "eta0"),
-        (LearningRateSGD(learning_rate="adaptive"), "learning_rate must be one of"),
-        (LearningRateSGD(alpha=0, learning_rate="optimal"), "alpha"),
-        (LearningRateSGDNesterov(momentum=1.0), "momentum"),
-        (LearningRateSGDNesterov(momentum=-0.1), "momentum"),
-        (LearningRateSGDNesterov(nesterov="yes"), "nesterov"),
+        (LearningRateSGD, {"eta0": 0}, "eta0"),
+        (LearningRateSGD, {"eta0": -1.0}, "eta0"),
+        (LearningRateSGD, {"eta0": float("nan")}, "eta0"),
+        (LearningRateSGD, {"eta0": "EXC"}, "eta0"),
+        (LearningRateSGD, {"learning_rate": "adaptive"}, "learning_rate must be one of"),
+        (LearningRateSGD, {"alpha": 0, "learning_rate": "optimal"}, "alpha"),
+        (LearningRateSGDNesterov, {"momentum": 1.0}, "momentum"),
+        (LearningRateSGDNesterov, {"momentum": -0.1}, "momentum"),
+        (LearningRateSGDNesterov, {"nesterov": "yes"}, "nesterov"),
     ]
-    for rate, match in cases:
+    for klass, params, match in cases:
+        with pytest.raises(ValueError, match=match):
+            klass(**params)
+        rate = klass().set_params(**params)
         with pytest.raises(ValueError, match=match):
             rate.eta(1)
         with pytest.raises(ValueError, match=match):
             rate.init_state([np.zeros(2)])
+    with pytest.raises(ValueError, match="eta0"):
+        LearningRateSGD("EXC")
     with pytest.raises(ValueError, match="starts at 1"):
         LearningRateSGD().eta(0)
 
@@ -324,6 +331,7 @@ ALIASES = {
     "optimal": (LearningRateSGD, {"learning_rate": "optimal"}),
     "SGDNesterov": (LearningRateSGDNesterov, {}),
     "nesterov": (LearningRateSGDNesterov, {}),
+    "Nesterov": (LearningRateSGDNesterov, {}),
     "momentum": (LearningRateSGDNesterov, {"nesterov": False}),
     "adam": (LearningRateAdam, {}),
     "Adam": (LearningRateAdam, {}),
@@ -424,12 +432,14 @@ def test_stepper_equals_successive_update_weights(rate, dtype):
         assert got.dtype == expected.dtype
 
 
-@pytest.mark.parametrize("rate, message", [
-    (LearningRateSGD(eta0=-1.0), "eta0 must be a finite number > 0"),
-    (LearningRateSGDNesterov(momentum=1.5), "momentum must be in"),
-    (LearningRateAdam(beta1=1.0), "beta1 must be a number in"),
+@pytest.mark.parametrize("klass, params, message", [
+    (LearningRateSGD, {"eta0": -1.0}, "eta0 must be a finite number > 0"),
+    (LearningRateSGDNesterov, {"momentum": 1.5}, "momentum must be in"),
+    (LearningRateAdam, {"beta1": 1.0}, "beta1 must be a number in"),
 ])
-def test_stepper_validates_when_built(rate, message):
+def test_stepper_validates_when_built(klass, params, message):
+    # set_params bypasses __init__'s check: the stepper checks again.
+    rate = klass().set_params(**params)
     weights = [np.zeros((2, 2), dtype=np.float32)]
     with pytest.raises(ValueError, match=message):
         rate.stepper(weights, [np.zeros((2, 2), dtype=np.float32)], [])
