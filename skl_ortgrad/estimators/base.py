@@ -30,7 +30,7 @@ from skl_ortgrad.runtime.options import session_options
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
 from skl_ortgrad.training.sgd_learning_loss import BaseLearningLoss
 from skl_ortgrad.training.sgd_learning_penalty import BaseLearningPenalty
-from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate
+from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate, LearningRateSGD
 
 _SPARSE_CHUNK = 4096  # rows densified at once when predicting on a sparse matrix
 
@@ -43,6 +43,16 @@ def mean_squared_norm(X: Any) -> float:
     """
     squares = X.multiply(X).sum() if hasattr(X, "multiply") else np.einsum("ij,ij->", X, X)
     return float(squares) / X.shape[0]
+
+
+def learning_rate_object(value: Any) -> BaseLearningRate:
+    """The learning-rate object of an estimator parameter: :meth:`BaseLearningRate.select`,
+    except that ``'optimal'`` means scikit-learn's schedule, which starts at
+    :math:`\\sqrt{1/\\sqrt{\\alpha}}` (:meth:`LearningRateSGD.scikit_learn_optimal`) where the
+    seed's ``LearningRateSGD(learning_rate='optimal')`` starts at ``eta0``."""
+    if isinstance(value, str) and value == "optimal":
+        return LearningRateSGD.scikit_learn_optimal()
+    return BaseLearningRate.select(value)
 
 
 def numeric_targets(y: Any) -> np.ndarray:
@@ -224,7 +234,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
 
     def _default_rate(self, X: Any) -> BaseLearningRate:
         """The rate used when ``learning_rate`` is None, fixed at the first call on ``X``."""
-        return BaseLearningRate.select(self._default_learning_rate)
+        return learning_rate_object(self._default_learning_rate)
 
     def _default_penalty(self, batch_size: float) -> BaseLearningPenalty:
         """The penalty used when ``learning_penalty`` is None, for batches of that size."""
@@ -249,7 +259,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
     def _training_objects(self, batch_size: float) -> tuple[Any, Any, Any]:
         rate = (
             self.default_learning_rate_ if self.learning_rate is None
-            else BaseLearningRate.select(self.learning_rate)
+            else learning_rate_object(self.learning_rate)
         )
         loss = self._loss()
         penalty = (

@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import numbers
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -106,6 +106,11 @@ class BaseLearningRate(BaseLearningObject, family="learning rate"):
     a ``BaseLearningRate``              itself
     ==================================  =====================================================
     """
+
+    def loop(self, n: int = 1000) -> Iterator[float]:
+        r"""Yield the successive learning rates :math:`\eta_1, \dots, \eta_n`
+        (:meth:`eta` at ``t = 1 .. n``, one per sample), e.g. to plot a schedule."""
+        yield from self.schedule(np.arange(1, n + 1, dtype=np.float64)).tolist()
 
     @abstractmethod
     def eta(self, t: int) -> float:
@@ -176,8 +181,7 @@ class LearningRateSGD(BaseLearningRate):
     Parameters
     ----------
     eta0 : float, default=0.01
-        Initial learning rate of the ``'constant'`` and ``'invscaling'`` schedules
-        (> 0).
+        Initial learning rate (> 0), of every schedule: :math:`\eta_1 = \eta_0`.
     alpha : float, default=0.0001
         Used only by the ``'optimal'`` schedule (> 0). It is not a penalty here: the
         penalty is a separate object (:mod:`skl_ortgrad.training.sgd_learning_penalty`).
@@ -188,13 +192,16 @@ class LearningRateSGD(BaseLearningRate):
 
         * ``'constant'``: :math:`\eta_t = \eta_0`;
         * ``'invscaling'``: :math:`\eta_t = \eta_0 / t^{power\_t}`;
-        * ``'optimal'``: :math:`\eta_t = 1 / (\alpha (t_0 + t - 1))`,
-          :math:`t_0 = 1 / (\alpha \tau)`, :math:`\tau = \sqrt{1/\sqrt{\alpha}}`.
+        * ``'optimal'``: :math:`\eta_t = 1 / (\alpha (t_0 + t - 1))` with
+          :math:`t_0 = 1 / (\alpha \eta_0)`, Bottou's schedule, which starts at
+          :math:`\eta_0` and decays as :math:`1 / (\alpha t)`.
 
         scikit-learn's ``'optimal'`` starts from
-        :math:`\eta_{init} = \tau / \max(1, \ell'(-\tau, 1))`; for every loss used in this
-        package :math:`\ell'(-\tau, 1) \le 0` (the loss decreases as the score moves
-        towards the label), hence :math:`\eta_{init} = \tau`, which is what is used.
+        :math:`\eta_{init} = \tau / \max(1, \ell'(-\tau, 1))`,
+        :math:`\tau = \sqrt{1/\sqrt{\alpha}}`; for every loss used in this package
+        :math:`\ell'(-\tau, 1) \le 0` (the loss decreases as the score moves towards the
+        label), hence :math:`\eta_{init} = \tau`: :meth:`scikit_learn_optimal` builds that
+        schedule (what the estimators use for ``learning_rate='optimal'``).
 
     Notes
     -----
@@ -273,9 +280,15 @@ class LearningRateSGD(BaseLearningRate):
         if self.learning_rate == "invscaling":
             return float(self.eta0) / ts ** float(self.power_t)
         alpha = float(self.alpha)
-        typw = math.sqrt(1.0 / math.sqrt(alpha))
-        t0 = 1.0 / (alpha * typw)
+        t0 = 1.0 / (alpha * float(self.eta0))
         return 1.0 / (alpha * (t0 + ts - 1))
+
+    @classmethod
+    def scikit_learn_optimal(cls, alpha: float = 0.0001) -> LearningRateSGD:
+        r"""scikit-learn's ``learning_rate='optimal'``: the ``'optimal'`` schedule started
+        at :math:`\eta_0 = \tau = \sqrt{1/\sqrt{\alpha}}` (see the class docstring)."""
+        return cls(eta0=math.sqrt(1.0 / math.sqrt(alpha)), alpha=alpha,
+                   learning_rate="optimal")
 
     # ------------------------------------------------------------------ update
     def init_state(self, weights: list[np.ndarray]) -> list[np.ndarray]:

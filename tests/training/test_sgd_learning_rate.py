@@ -54,13 +54,24 @@ def test_invscaling_schedule(power_t):
 
 @pytest.mark.parametrize("alpha", [1e-4, 1e-2, 0.5])
 def test_optimal_schedule_formula(alpha):
-    rate = LearningRateSGD(alpha=alpha, learning_rate="optimal")
+    # The seed's schedule starts at eta0 and decays as 1 / (alpha t).
+    rate = LearningRateSGD(eta0=0.05, alpha=alpha, learning_rate="optimal")
     got = np.array([rate.eta(t) for t in STEPS])
-    typw = math.sqrt(1.0 / math.sqrt(alpha))
-    t0 = 1.0 / (alpha * typw)
+    t0 = 1.0 / (alpha * 0.05)
     np.testing.assert_allclose(got, 1.0 / (alpha * (t0 + STEPS - 1)), rtol=1e-14)
-    assert got[0] == pytest.approx(typw)  # the first step is scikit-learn's initial eta0
+    assert got[0] == pytest.approx(0.05)
     assert np.all(np.diff(got) < 0)
+    # scikit-learn's start: typw = sqrt(1 / sqrt(alpha)).
+    typw = math.sqrt(1.0 / math.sqrt(alpha))
+    assert LearningRateSGD.scikit_learn_optimal(alpha).eta(1) == pytest.approx(typw)
+
+
+def test_loop_yields_the_successive_rates():
+    rate = LearningRateSGD(eta0=0.1, power_t=0.5)
+    values = list(rate.loop(5))
+    np.testing.assert_allclose(values, 0.1 / np.sqrt(np.arange(1, 6)), rtol=1e-15)
+    assert list(LearningRateSGD(eta0=0.3, learning_rate="constant").loop(3)) == [0.3] * 3
+    assert len(list(LearningRateAdam().loop())) == 1000
 
 
 @pytest.mark.parametrize(
@@ -84,7 +95,8 @@ def test_schedule_matches_sgdregressor(params):
         warnings.simplefilter("ignore", ConvergenceWarning)
         skl.fit(X, y)
 
-    rate = LearningRateSGD(**params)
+    rate = (LearningRateSGD.scikit_learn_optimal(params["alpha"])
+            if params["learning_rate"] == "optimal" else LearningRateSGD(**params))
     coef, intercept = np.zeros(3), np.zeros(1)
     state = rate.init_state([coef, intercept])
     for t, (x, target) in enumerate(zip(X, y, strict=True), start=1):
