@@ -17,23 +17,25 @@ STAMP313 := $(VENV313)/.installed
 
 .PHONY: venv venv313 test test311 test313 demo lint bench clean docs
 
+# $(call make_venv,interpreter,venv folder,stamp): create the venv if needed, install the
+# pinned requirements and the package (editable), then the stamp.
+define make_venv
+	test -x $(2)/bin/python || $(1) -m venv $(2)
+	$(2)/bin/python -m pip install --quiet --upgrade pip
+	$(2)/bin/python -m pip install --quiet -r requirements-dev.txt
+	$(2)/bin/python -m pip install --quiet --no-deps -e .
+	touch $(3)
+endef
+
 $(STAMP): requirements.txt requirements-dev.txt setup.py
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt
-	$(PY) -m pip install --quiet --no-deps -e .
-	touch $(STAMP)
+	$(call make_venv,$(PYTHON),$(VENV),$(STAMP))
 
 venv: $(STAMP)
 
 $(STAMP313): requirements.txt requirements-dev.txt setup.py
 	@test -n "$(PYTHON313)" || { echo "Python 3.13 not found: install it (pyenv install 3.13)" \
 		"or set PYTHON313=/path/to/python3.13" >&2; exit 1; }
-	test -x $(PY313) || $(PYTHON313) -m venv $(VENV313)
-	$(PY313) -m pip install --quiet --upgrade pip
-	$(PY313) -m pip install --quiet -r requirements-dev.txt
-	$(PY313) -m pip install --quiet --no-deps -e .
-	touch $(STAMP313)
+	$(call make_venv,$(PYTHON313),$(VENV313),$(STAMP313))
 
 venv313: $(STAMP313)
 

@@ -33,6 +33,8 @@ setup(
     long_description_content_type="text/markdown",
     packages=find_packages(include=["skl_ortgrad", "skl_ortgrad.*"]),
     python_requires=">=3.10",
+    # An SPDX expression: setuptools deprecates the "License ::" classifier.
+    license="MIT",
     install_requires=[*RUNTIME, *COMMON],
     extras_require={
         # The CUDA 12 build of onnxruntime-training (Python < 3.13) provides the same
@@ -51,6 +53,5 @@ setup(
         "Programming Language :: Python :: 3.11",
         "Programming Language :: Python :: 3.12",
         "Programming Language :: Python :: 3.13",
-        "License :: OSI Approved :: MIT License",
     ],
 )

@@ -41,10 +41,10 @@ def torch_or_none() -> Any:
     return torch
 
 
-def interleaved(
+def interleaved_runs(
     candidates: dict[str, Callable[[], Any]], n_rounds: int = 5, warmup: int = 1
-) -> dict[str, float]:
-    """Median seconds of each candidate, timed in interleaved rounds.
+) -> dict[str, list[float]]:
+    """Seconds of each candidate in every round, timed in interleaved rounds.
 
     Each round calls every candidate once, in the order given; ``warmup`` rounds are run
     first and discarded. Interleaving spreads slow drifts of the machine (frequency,
@@ -58,7 +58,24 @@ def interleaved(
             elapsed = time.perf_counter() - begin
             if round_ >= warmup:
                 times[name].append(elapsed)
-    return {name: float(np.median(values)) for name, values in times.items()}
+    return times
+
+
+def interleaved(
+    candidates: dict[str, Callable[[], Any]], n_rounds: int = 5, warmup: int = 1
+) -> dict[str, float]:
+    """Median seconds of each candidate over :func:`interleaved_runs`."""
+    runs = interleaved_runs(candidates, n_rounds, warmup)
+    return {name: float(np.median(values)) for name, values in runs.items()}
+
+
+def ratio_spread(runs: dict[str, list[float]], a: str, b: str) -> str:
+    """``a / b`` per round: the median, and the range over the rounds, as text."""
+    ratios = np.array(runs[a]) / np.array(runs[b])
+    if len(ratios) == 1:
+        return f"{ratios[0]:.2f}x (1 round)"
+    return (f"{np.median(ratios):.2f}x ({ratios.min():.2f}-{ratios.max():.2f}x over "
+            f"{len(ratios)} rounds)")
 
 
 def per_call(func: Callable[[], Any], number: int) -> Callable[[], Any]:
@@ -79,6 +96,8 @@ class Table:
         self.columns = columns
         self.rows: list[list[str]] = []
         self.notes = list(notes or [])
+        # (case, value) pairs that run_all.py gathers into the summary of every run.
+        self.headlines: list[tuple[str, str]] = []
 
     def add(self, *cells: Any) -> None:
         """Append a row; floats are formatted with 4 significant digits."""

@@ -23,7 +23,17 @@ from typing import Any
 
 import numpy as np
 import onnxruntime
-from _common import QUICK, Table, interleaved, print_tables, quiet_warnings, ratio, rounds
+from _common import (
+    QUICK,
+    Table,
+    interleaved,
+    interleaved_runs,
+    print_tables,
+    quiet_warnings,
+    ratio,
+    ratio_spread,
+    rounds,
+)
 from sklearn.linear_model import SGDClassifier, SGDRegressor
 from sklearn.neural_network import MLPClassifier
 from threadpoolctl import threadpool_limits
@@ -67,8 +77,9 @@ PROBLEMS: dict[str, tuple[int, int, str, Callable[[str], Any], Callable[[], Any]
 }
 
 
-def _epoch_times(problem: str, backends: list[str], n_rounds: int) -> dict[str, float]:
-    """Seconds per ``partial_fit`` epoch of ours with each backend and of scikit-learn."""
+def _epoch_times(problem: str, backends: list[str], n_rounds: int) -> dict[str, list[float]]:
+    """Seconds per ``partial_fit`` epoch, every round, of ours with each backend and of
+    scikit-learn."""
     n, d, kind, ours, theirs = PROBLEMS[problem]
     X, y = _data(n // 5 if QUICK else n, d, kind)
     first = {"classes": np.unique(y)} if kind != "regression" else {}
@@ -79,7 +90,7 @@ def _epoch_times(problem: str, backends: list[str], n_rounds: int) -> dict[str, 
     candidates = {name: (lambda model=model: model.partial_fit(X, y))
                   for name, model in models.items()}
     with threadpool_limits(1):
-        return interleaved(candidates, n_rounds=n_rounds, warmup=1)
+        return interleaved_runs(candidates, n_rounds=n_rounds, warmup=1)
 
 
 def measure(n_rounds: int) -> dict[str, Any]:
@@ -118,7 +129,8 @@ def tables(result: dict[str, Any]) -> list[Table]:
         ["estimator partial_fit with its defaults, float32, one thread everywhere; "
          "median of interleaved rounds in one process"],
     )
-    for name, times in result["epochs"].items():
+    for name, runs in result["epochs"].items():
+        times = {key: float(np.median(values)) for key, values in runs.items()}
         row: list[Any] = [name, times["onnx"]]
         if both:
             row += [times["onnxruntime-training"], ratio(times["onnx"],
@@ -126,6 +138,13 @@ def tables(result: dict[str, Any]) -> list[Table]:
         row += [times["scikit-learn"], ratio(times["onnx"], times["scikit-learn"])]
         if both:
             row.append(ratio(times["onnxruntime-training"], times["scikit-learn"]))
+            epoch_table.headlines.append((
+                f"{name}, Python {result['python']}: onnx / onnxruntime-training backend",
+                ratio_spread(runs, "onnx", "onnxruntime-training")))
+        epoch_table.headlines.append((
+            f"{name}, Python {result['python']}, onnxruntime {result['onnxruntime']}: "
+            "onnx backend / scikit-learn partial_fit",
+            ratio_spread(runs, "onnx", "scikit-learn")))
         epoch_table.add(*row)
     build_table = Table(
         f"Building the training program ({where})", ["backend", "ms per fit of 1 epoch"],

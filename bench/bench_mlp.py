@@ -20,10 +20,11 @@ from typing import Any
 import numpy as np
 from _common import (
     Table,
-    interleaved,
+    interleaved_runs,
     print_tables,
     quiet_warnings,
     ratio,
+    ratio_spread,
     rounds,
     torch_or_none,
     verdict,
@@ -147,7 +148,8 @@ def epoch_table(n_rounds: int) -> Table:
         loops = {"adam": TorchMLP("adam"), "sgd": TorchMLP("sgd")}
         candidates[names["torch adam"]] = lambda: loops["adam"].epoch(X, y)
         candidates[names["torch sgd"]] = lambda: loops["sgd"].epoch(X, y)
-    times = interleaved(candidates, n_rounds=n_rounds, warmup=1)
+    runs = interleaved_runs(candidates, n_rounds=n_rounds, warmup=1)
+    times = {name: float(np.median(values)) for name, values in runs.items()}
 
     with threadpool_limits(1):
         accuracy = {
@@ -195,6 +197,12 @@ def epoch_table(n_rounds: int) -> Table:
     if torch is None:
         notes.append("torch is not installed: `pip install torch` to compare with it.")
     table.notes += notes
+    for solver, label in (("adam", "Adam"), ("sgd", "SGD")):
+        table.headlines.append((
+            f"MLP {N_FEATURES}-{HIDDEN}-{N_CLASSES}, batch {BATCH}, {label}: ours / "
+            "MLPClassifier.partial_fit",
+            ratio_spread(runs, names[f"ours {solver}"], names[f"skl {solver}"]),
+        ))
     return table
 
 

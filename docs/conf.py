@@ -4,6 +4,8 @@
 same build, gallery included, into a temporary folder.
 """
 
+import importlib.util
+import logging
 import os
 import sys
 from pathlib import Path
@@ -13,6 +15,11 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE / "_ext"))
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Sphinx reports through its own loggers. The root logger is configured here, at WARNING,
+# before furo imports accessible-pygments, whose import calls
+# logging.basicConfig(level=logging.INFO): every INFO record of the gallery's examples
+# (dask's scheduler and workers, skl_ortgrad's epochs) would be printed during the build.
+logging.basicConfig(level=logging.WARNING)
 
 import skl_ortgrad  # noqa: E402
 
@@ -40,6 +47,9 @@ templates_path = []
 
 # -- autodoc / napoleon ---------------------------------------------------------------
 autodoc_member_order = "bysource"
+# Defaults as written in the source: ``dtype=np.float32`` rather than the repr of the
+# class, which is no Python and made Sphinx split ``hidden_layer_sizes=(100,)`` at its comma.
+autodoc_preserve_defaults = True
 autodoc_typehints = "description"
 autodoc_typehints_description_target = "documented"
 autodoc_default_options = {
@@ -51,7 +61,9 @@ autodoc_default_options = {
 autosummary_generate = False
 napoleon_google_docstring = False
 napoleon_numpy_docstring = True
-napoleon_use_ivar = True
+# Attributes as ``.. attribute::`` entries: in an ``:ivar:`` field, ``coef_`` was read as a
+# link and shown as "coef", and "coefs_, intercepts_" as "intercepts (coefs,)".
+napoleon_use_ivar = False
 napoleon_use_rtype = False
 napoleon_preprocess_types = False
 
@@ -66,7 +78,8 @@ sphinx_gallery_conf = {
     # Only plot_*.py belong to the gallery (examples/demo.py is `make demo`'s script).
     "filename_pattern": r"plot_",
     "ignore_pattern": r"^(?!plot_)",
-    "within_subsection_order": "FileNameSortKey",
+    # First steps to advanced uses: docs/_ext/gallery_order.py.
+    "within_subsection_order": "gallery_order.FirstStepsFirst",
     "download_all_examples": False,
     "remove_config_comments": True,
     "plot_gallery": "True",
@@ -81,5 +94,9 @@ sphinx_gallery_conf = {
 # -- HTML -----------------------------------------------------------------------------
 html_theme = "furo"
 html_title = f"skl_ortgrad {release}"
-html_static_path = []
+# MathJax served with the pages, so formulas render offline: the MathJax 3 files that the
+# sphinx-mathjax-offline package ships (requirements-dev.txt), copied into _static/mathjax.
+MATHJAX_FILES = Path(importlib.util.find_spec("sphinx-mathjax-offline").origin).parent / "static"
+html_static_path = [str(MATHJAX_FILES)]
+mathjax_path = "mathjax/tex-chtml.js"
 html_show_sourcelink = False

@@ -39,8 +39,8 @@ def compare(name, ours, theirs, X_train, X_test, y_train, y_test):
     print(f"  loss curve   {losses[0]:.4g} -> {losses[-1]:.4g}  [{curve(losses)}]")
 
 
-def main() -> None:
-    folder = tempfile.mkdtemp(prefix="skl_ortgrad_demo_")
+def main(folder: str) -> None:
+    """Train, compare with scikit-learn, and serve the ONNX models saved in ``folder``."""
     X, y = load_diabetes(return_X_y=True)
     split = train_test_split(X, y, random_state=0)
     regressor = make_pipeline(StandardScaler(), OnnxSGDRegressor(random_state=0))
@@ -78,4 +78,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # The saved models only show that the files serve: removed when the demo ends.
+    with tempfile.TemporaryDirectory(prefix="skl_ortgrad_demo_") as folder:
+        main(folder)

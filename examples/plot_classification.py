@@ -8,7 +8,6 @@ for more. Labels can be any values scikit-learn accepts (here integers, then str
 Each problem ends with the confusion matrix of the test set.
 """
 
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.datasets import load_breast_cancer, load_digits
@@ -19,8 +18,6 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skl_ortgrad import OnnxSGDClassifier
-
-matplotlib.use("Agg")
 
 # %%
 # Binary: breast cancer
@@ -71,3 +68,4 @@ ConfusionMatrixDisplay.from_estimator(
 )
 ax.set_title("digits (10 classes)")
 fig.tight_layout()
+plt.show()

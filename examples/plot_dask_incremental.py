@@ -10,8 +10,9 @@ cluster. Here a :class:`distributed.LocalCluster` with two worker processes stan
 for a real cluster.
 """
 
+import logging
+
 import dask.array as da
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from dask_ml.wrappers import Incremental
@@ -19,7 +20,8 @@ from distributed import Client, LocalCluster
 
 from skl_ortgrad import OnnxSGDRegressor
 
-matplotlib.use("Agg")
+# distributed logs every worker and connection of the scheduler at INFO: warnings only.
+logging.getLogger("distributed").setLevel(logging.WARNING)
 
 rng = np.random.default_rng(0)
 coef = rng.normal(size=8)
@@ -71,3 +73,4 @@ if __name__ == "__main__":
     ax.set_title("Incremental(OnnxSGDRegressor) on 2 worker processes")
     ax.legend()
     fig.tight_layout()
+    plt.show()

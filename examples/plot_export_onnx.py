@@ -13,7 +13,6 @@ trains a classifier on iris with string labels, saves the ONNX file, loads it in
 import os
 import tempfile
 
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import onnx
@@ -23,8 +22,6 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 
 from skl_ortgrad import OnnxSGDClassifier
-
-matplotlib.use("Agg")
 
 X, y = load_iris(return_X_y=True)
 y = np.array(["setosa", "versicolor", "virginica"])[y]
@@ -41,7 +38,8 @@ print(f"test accuracy {model.score(X_test, y_test):.3f}")
 # probabilities (no ZipMap: a plain matrix, one column per class of ``classes_``).
 
 onx = model.to_onnx()
-path = os.path.join(tempfile.mkdtemp(), "iris.onnx")
+folder = tempfile.TemporaryDirectory()
+path = os.path.join(folder.name, "iris.onnx")
 onnx.save(onx, path)
 print(f"saved {os.path.getsize(path)} bytes to {os.path.basename(path)}")
 print("inputs: ", [(i.name, i.type.tensor_type.elem_type) for i in onx.graph.input])
@@ -53,6 +51,7 @@ print("opset:  ", {d.domain or "ai.onnx": d.version for d in onx.opset_import})
 # -------------------------
 
 session = InferenceSession(path, providers=["CPUExecutionProvider"])
+folder.cleanup()  # the session holds the model: the file is no longer needed
 labels, probabilities = session.run(None, {"X": X_test.astype(np.float32)})
 assert np.array_equal(labels, model.predict(X_test))
 gap = np.abs(probabilities - model.predict_proba(X_test)).max()
@@ -72,3 +71,4 @@ ax.set_ylabel("onnxruntime on iris.onnx")
 ax.set_title("served = trained")
 ax.legend()
 fig.tight_layout()
+plt.show()

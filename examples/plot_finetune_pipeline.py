@@ -10,7 +10,6 @@ chunk of new data. ``estimator_`` is the updated scikit-learn pipeline and ``to_
 the whole updated graph, ready to serve.
 """
 
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from onnxruntime import InferenceSession
@@ -20,8 +19,6 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skl_ortgrad import OnnxGradientRegressor
-
-matplotlib.use("Agg")
 
 X, y = load_diabetes(return_X_y=True)
 y = y.copy()
@@ -56,3 +53,4 @@ ax.set_xlabel("passes over the new data (4 partial_fit calls each)")
 ax.set_ylabel("R² on the new data")
 ax.legend()
 fig.tight_layout()
+plt.show()

@@ -9,7 +9,6 @@ The training objects are scikit-learn style objects with ``get_params`` and
 ``onnxsgdregressor__learning_rate__eta0``.
 """
 
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -19,8 +18,6 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skl_ortgrad import LearningRateSGD, OnnxSGDRegressor
-
-matplotlib.use("Agg")
 
 X, y = make_regression(n_samples=600, n_features=8, noise=10.0, random_state=0)
 y = y / y.std()
@@ -58,3 +55,4 @@ ax.axvline(search.best_params_["onnxsgdregressor__learning_rate__eta0"], color="
 ax.legend()
 fig.tight_layout()
 print(np.round(results[["mean_test_score", "std_test_score"]].to_numpy(), 4))
+plt.show()

@@ -11,7 +11,6 @@ served by onnxruntime.
 
 import time
 
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from onnxruntime import InferenceSession
@@ -20,8 +19,6 @@ from sklearn.model_selection import train_test_split
 from sklearn.neural_network import MLPClassifier
 
 from skl_ortgrad import OnnxMLPClassifier
-
-matplotlib.use("Agg")
 
 X, y = load_digits(return_X_y=True)
 X_train, X_test, y_train, y_test = train_test_split(X / 16, y, random_state=0)
@@ -54,3 +51,4 @@ ax.set_ylabel("training loss")
 ax.set_yscale("log")
 ax.legend()
 fig.tight_layout()
+plt.show()

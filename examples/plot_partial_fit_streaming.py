@@ -9,13 +9,10 @@ coefficients drift halfway through is learned chunk by chunk; the score on the n
 (before training on it) shows the model following the change.
 """
 
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 
 from skl_ortgrad import LearningRateSGD, OnnxSGDRegressor
-
-matplotlib.use("Agg")
 
 rng = np.random.default_rng(0)
 n_features, chunk_size, n_chunks = 10, 250, 40
@@ -57,3 +54,4 @@ ax.set_ylim(-0.5, 1.05)
 ax.set_title("partial_fit over a stream of chunks")
 ax.legend(loc="lower right")
 fig.tight_layout()
+plt.show()

@@ -10,7 +10,6 @@ curves (test R² after every epoch) are drawn; then
 records in ``loss_curve_``.
 """
 
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.datasets import load_diabetes
@@ -20,8 +19,6 @@ from sklearn.preprocessing import StandardScaler
 
 from skl_ortgrad import OnnxSGDRegressor
 from skl_ortgrad.plotting import plot_learning_curve
-
-matplotlib.use("Agg")
 
 X, y = load_diabetes(return_X_y=True)
 X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=0)
@@ -71,3 +68,4 @@ print("coef_:", np.round(fitted.coef_, 1))
 ax = plot_learning_curve(fitted)
 ax.set_yscale("log")
 ax.figure.tight_layout()
+plt.show()

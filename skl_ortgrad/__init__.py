@@ -1,5 +1,8 @@
 """scikit-learn compatible estimators trained by onnxruntime-training."""
 
+# First: the first import of onnxruntime, which must not configure the root logger.
+from skl_ortgrad import _logging  # noqa: F401
+from skl_ortgrad._version import __version__ as __version__
 from skl_ortgrad.estimators import (
     OnnxGradientClassifier,
     OnnxGradientRegressor,
@@ -8,6 +11,7 @@ from skl_ortgrad.estimators import (
     OnnxSGDClassifier,
     OnnxSGDRegressor,
 )
+from skl_ortgrad.estimators.persistence import load, save
 from skl_ortgrad.exceptions import ConvergenceError, PickleVersionWarning
 from skl_ortgrad.training.sgd_learning_loss import (
     AbsoluteLearningLoss,
@@ -32,7 +36,6 @@ from skl_ortgrad.training.sgd_learning_rate import (
     LearningRateSGDNesterov,
 )
 
-__version__ = "0.1.0"
 __all__ = [
     "AbsoluteLearningLoss",
     "BaseLearningLoss",
@@ -58,4 +61,6 @@ __all__ = [
     "OnnxSGDRegressor",
     "PickleVersionWarning",
     "SquareLearningLoss",
+    "load",
+    "save",
 ]

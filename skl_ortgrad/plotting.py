@@ -8,6 +8,9 @@ from sklearn.exceptions import NotFittedError
 
 __all__ = ["plot_learning_curve"]
 
+# Points above the axes kept for the legend's one row, under the title.
+_LEGEND_HEIGHT = 26
+
 
 def plot_learning_curve(est: Any, ax: Any = None) -> Any:
     """Draw the training loss per epoch and, when present, the validation scores.
@@ -25,7 +28,8 @@ def plot_learning_curve(est: Any, ax: Any = None) -> Any:
     matplotlib.axes.Axes
         The axes holding the loss curve (``loss_curve_`` against the epoch, 1-based).
         ``validation_scores_`` (recorded with ``early_stopping=True``) is drawn on a
-        twin axis sharing the epochs, reachable as ``ax.right_ax``.
+        twin axis sharing the epochs, reachable as ``ax.right_ax``. The legend is
+        drawn above the axes, under the title, where it hides no curve.
 
     Raises
     ------
@@ -55,7 +59,10 @@ def plot_learning_curve(est: Any, ax: Any = None) -> Any:
     lines = ax.plot(epochs, losses, color="C0", label="training loss")
     ax.set_xlabel("epoch")
     ax.set_ylabel("training loss")
-    ax.set_title(f"{type(model).__name__} learning curve")
+    # The legend sits between the title and the axes, where it hides no curve: "best"
+    # places it inside the axes, and only away from the lines of its own axes, not from
+    # those of the twin axis.
+    ax.set_title(f"{type(model).__name__} learning curve", pad=_LEGEND_HEIGHT)
     scores = getattr(model, "validation_scores_", None)
     if scores:
         right = ax.twinx()
@@ -65,5 +72,6 @@ def plot_learning_curve(est: Any, ax: Any = None) -> Any:
         )
         right.set_ylabel("validation score")
         ax.right_ax = right
-    ax.legend(lines, [line.get_label() for line in lines], loc="best")
+    ax.legend(lines, [line.get_label() for line in lines], loc="lower center",
+              bbox_to_anchor=(0.5, 1.0), ncols=len(lines), frameon=False, borderaxespad=0.2)
     return ax

@@ -127,6 +127,11 @@ _DATA_ROWS = [
      "Negative values in data passed to `sample_weight`"),
     ("zero-weights", X, Y, _w(0.0), ValueError,
      "Sample weights must contain at least one non-zero number"),
+    # Finite in float64, infinite in the float32 the model computes in.
+    ("X-beyond-float32", _with(X, 5, 1e39), Y, None, ValueError,
+     r"Input X contains a value too large for dtype\('float32'\) in column 1, row 1: 1e\+39"),
+    ("weight-beyond-float32", X, Y, _w(1e39, 4), ValueError,
+     r"Input sample_weight contains a value too large for dtype\('float32'\) at row 4"),
     ("weight-length", X, Y, np.ones(len(Y) - 1), ValueError,
      r"sample_weight.shape == \(149,\), expected \(150,\)"),
     ("string-X", np.full(X.shape, "a"), Y, None, ValueError, "could not convert string to float"),
@@ -157,6 +162,14 @@ ROWS += [
     ("predict-string", "predict", (np.full(X.shape, "a"),), ValueError,
      "could not convert string to float", "all"),
     ("predict-zero-rows", "predict", (X[:0],), ValueError, r"0 sample\(s\)", "all"),
+    ("predict-beyond-float32", "predict", (_with(X, 2, -1e39),), ValueError,
+     r"Input X contains a value too large for dtype\('float32'\) in column 2, row 0: "
+     r"-1e\+39", "all"),
+    ("fit-y-beyond-float32", "fit", (X, _with(Y, 5, 1e39), None, {}), ValueError,
+     r"Input y contains a value too large for dtype\('float32'\) at row 5", "regressor"),
+    ("partial_fit-y-beyond-float32", "partial_fit", (X, _with(Y, 5, -1e39), None, {}),
+     ValueError, r"Input y contains a value too large for dtype\('float32'\) at row 5",
+     "regressor"),
     ("fit-string-y", "fit", (X, np.array(["a", "b", "c"])[Y], None, {}), ValueError,
      "y must be numeric for a regressor", "regressor"),
     ("fit-single-class", "fit", (X, np.zeros(len(Y), dtype=int), None, {}), ValueError,
@@ -166,7 +179,8 @@ ROWS += [
     ("partial_fit-unknown-label", "partial_fit", (X, np.where(Y == 2, 7, Y), None, {}),
      ValueError, r"Labels \[7\] are not in classes_=\[0, 1, 2\]", "classifier"),
     ("partial_fit-classes-changed", "partial_fit", (X, Y, None, {"classes": [0, 1, 2, 3]}),
-     ValueError, r"classes=\[0, 1, 2, 3\] is not classes_=\[0, 1, 2\]", "classifier"),
+     ValueError, r"`classes=\[0, 1, 2, 3\]` is not the same as on last call to partial_fit, "
+     r"was: array\(\[0, 1, 2\]\)", "classifier"),
     ("partial_fit-continuous-y", "partial_fit", (X, Y + 0.5, None, {}), ValueError,
      "Unknown label type", "classifier"),
 ]

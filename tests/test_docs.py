@@ -1,4 +1,4 @@
-"""The documentation builds with warnings as errors, gallery executed.
+"""The documentation builds with warnings as errors, gallery executed, quietly.
 
 The build runs on a copy of docs/ and examples/ in a temporary folder, so the checkout
 stays clean; it is the same configuration as ``make docs``.
@@ -31,22 +31,37 @@ ENGINE_NAMES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def html(tmp_path_factory):
-    work = tmp_path_factory.mktemp("docs")
+def _copy(work):
+    """Copy docs/ and examples/ into ``work``."""
     shutil.copytree(ROOT / "docs", work / "docs",
                     ignore=shutil.ignore_patterns("_build", "auto_examples",
                                                   "sg_execution_times.rst"))
     shutil.copytree(ROOT / "examples", work / "examples")
-    out = work / "html"
-    result = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-E", "-q", "-b", "html",
-         str(work / "docs"), str(out)],
+
+
+def _build(work, *options):
+    """Build the copy in ``work`` as ``make docs`` does, quietly (``-q``: only warnings
+    and errors are printed); return the build's result."""
+    return subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-E", "-q", *options,
+         "-b", "html", str(work / "docs"), str(work / "html")],
         capture_output=True, text=True, timeout=600,
         env={**os.environ, "MPLBACKEND": "Agg"},
     )
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    work = tmp_path_factory.mktemp("docs")
+    _copy(work)
+    result = _build(work)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-8000:]
-    return out
+    return work / "html", result
+
+
+@pytest.fixture(scope="module")
+def html(build):
+    return build[0]
 
 
 @pytest.mark.slow  # ~60 s on 2 cores: runs the six gallery examples
@@ -54,6 +69,27 @@ def test_docs_build_without_warnings(html):
     for page in ("index", "getting_started", "user_guide", "benchmarks", "guarantees",
                  "changelog", "api/public", "api/engine", "auto_examples/index"):
         assert (html / f"{page}.html").is_file(), page
+
+
+@pytest.mark.slow
+def test_the_build_prints_nothing(build):
+    """No warning (each one fails the build, -W), and nothing else either: no log
+    record of the examples (dask's scheduler, training epochs), no Python warning."""
+    _, result = build
+    assert result.stderr == "" and result.stdout == "", result.stderr[-4000:]
+
+
+def test_a_new_sphinx_warning_fails_the_build(tmp_path):
+    """What guards test_docs_build_without_warnings: a warning fails the build (here a
+    reference to a page that does not exist; the gallery is not run)."""
+    _copy(tmp_path)
+    result = _build(tmp_path, "-D", "plot_gallery=0")
+    assert result.returncode == 0, result.stderr[-4000:]
+    with (tmp_path / "docs" / "getting_started.rst").open("a", encoding="utf-8") as page:
+        page.write("\nSee :doc:`no_such_page`.\n")
+    result = _build(tmp_path, "-D", "plot_gallery=0")
+    assert result.returncode != 0
+    assert "unknown document: 'no_such_page'" in result.stderr
 
 
 @pytest.mark.slow
@@ -65,6 +101,49 @@ def test_every_public_name_is_documented(html):
     engine += (html / "api" / "plotting.html").read_text(encoding="utf-8")
     for name in ENGINE_NAMES:
         assert f'id="{name}"' in engine, name
+
+
+@pytest.mark.slow
+def test_fitted_attributes_keep_their_trailing_underscore(html):
+    public = (html / "api" / "public.html").read_text(encoding="utf-8")
+    for name in ("OnnxSGDRegressor.coef_", "OnnxSGDClassifier.intercept_",
+                 "OnnxMLPRegressor.loss_", "OnnxMLPClassifier.classes_"):
+        assert f'id="skl_ortgrad.{name}"' in public, name
+    # Several names in one entry stay readable (an :ivar: field showed "intercepts (coefs,)").
+    assert "<span class=\"pre\">coefs_,</span> <span class=\"pre\">intercepts_</span>" in public
+
+
+@pytest.mark.slow
+def test_user_guide_has_no_error_box(html):
+    """furo does not support ``.. contents::``: the guide opened with an error."""
+    guide = (html / "user_guide.html").read_text(encoding="utf-8")
+    assert "contents" not in guide.split('<article', 1)[1].split("</article>", 1)[0]
+    assert "system-message" not in guide
+
+
+@pytest.mark.slow
+def test_formulas_render_offline(html):
+    """MathJax is served with the pages, fonts included; no page loads it from the web."""
+    mathjax = html / "_static" / "mathjax"
+    assert (mathjax / "tex-chtml.js").is_file()
+    assert list((mathjax / "output" / "chtml" / "fonts" / "woff-v2").glob("*.woff"))
+    guide = (html / "user_guide.html").read_text(encoding="utf-8")
+    assert 'src="_static/mathjax/tex-chtml.js' in guide and "\\(" in guide
+    for page in html.rglob("*.html"):
+        assert "cdn.jsdelivr.net" not in page.read_text(encoding="utf-8"), page
+
+
+@pytest.mark.slow
+def test_gallery_goes_from_first_steps_to_advanced(html):
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        from gallery_order import EXAMPLES
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "_ext"))
+    assert sorted(EXAMPLES) == sorted(p.name for p in (ROOT / "examples").glob("plot_*.py"))
+    index = (html / "auto_examples" / "index.html").read_text(encoding="utf-8")
+    shown = list(dict.fromkeys(re.findall(r'href="(plot_\w+)\.html', index)))
+    assert shown == [name.removesuffix(".py") for name in EXAMPLES]
 
 
 @pytest.mark.slow

@@ -56,6 +56,23 @@ def test_validation_scores_on_twin_axis_and_given_axes():
         "training loss", "validation score"]
 
 
+def test_legend_hides_no_curve_nor_the_title():
+    """With a twin axis, a legend placed "best" inside the axes covered the validation
+    curve: it is above the axes, under the title."""
+    X, y = _data()
+    est = OnnxSGDRegressor(
+        max_iter=6, tol=None, early_stopping=True, random_state=0
+    ).fit(X, y)
+    ax = plot_learning_curve(est)
+    ax.figure.tight_layout()
+    renderer = ax.figure.canvas.get_renderer()
+    legend = ax.get_legend().get_window_extent(renderer)
+    title = ax.title.get_window_extent(renderer)
+    axes = ax.get_window_extent(renderer)
+    assert axes.y1 <= legend.y0 and legend.y1 <= title.y0
+    assert axes.x0 <= legend.x0 and legend.x1 <= axes.x1
+
+
 def test_not_fitted():
     with pytest.raises(NotFittedError, match=r"no loss_curve_.*call fit"):
         plot_learning_curve(OnnxSGDRegressor())

@@ -7,6 +7,8 @@ The examples are derandomized (the same in every run) and few, so the file stays
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from _estimators import ALL_ESTIMATORS
@@ -15,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from sklearn.base import is_classifier
 
-from skl_ortgrad import ConvergenceError, OnnxSGDClassifier, OnnxSGDRegressor
+from skl_ortgrad import ConvergenceError, LearningRateSGD, OnnxSGDClassifier, OnnxSGDRegressor
 
 ESTIMATORS = ALL_ESTIMATORS
 
@@ -63,16 +65,20 @@ def problems(draw, classifier):
 
 
 def _check(estimator, problem):
+    """Fit and predict on ``problem``; return the outcome: "fitted", "diverged" (a
+    ConvergenceError, the estimator still predicting) or "refused" (a clear ValueError)."""
     X, y, sample_weight, batch_size = problem
     model = estimator(batch_size=batch_size, max_iter=3, tol=None, random_state=0)
+    outcome = "fitted"
     try:
         model.fit(X, y, sample_weight=sample_weight)
     except ConvergenceError as exc:
         # Divergence keeps a usable estimator with the last finite weights.
         assert "smaller learning rate" in str(exc)
+        outcome = "diverged"
     except ValueError as exc:
         assert any(text in str(exc) for text in _CLEAR), repr(exc)
-        return
+        return "refused"
     predictions = model.predict(X)
     assert predictions.shape == (X.shape[0],)
     if is_classifier(model):
@@ -85,6 +91,7 @@ def _check(estimator, problem):
     else:
         assert np.isfinite(predictions).all()
     assert all(np.isfinite(w).all() for w in model.optimizer_.weights_)
+    return outcome
 
 
 @SETTINGS
@@ -127,8 +134,8 @@ def test_examples_cover_both_outcomes(estimator):
     strategy itself, with hand-picked examples)."""
     X = np.arange(12, dtype=np.float64).reshape(6, 2)
     y = np.array(["a", "b"] * 3) if is_classifier(estimator()) else np.arange(6.0)
-    _check(estimator, (X, y, None, 1))
-    _check(estimator, (X, y, np.zeros(6), "auto"))
+    assert _check(estimator, (X, y, None, 1)) == "fitted"
+    assert _check(estimator, (X, y, np.zeros(6), "auto")) == "refused"
 
 
 @pytest.mark.parametrize(("estimator", "n_classes"), [
@@ -147,3 +154,98 @@ def test_one_feature(estimator, n_classes):
     assert model.optimizer_.weights_to_train_ == ["coef", "intercept"]
     assert model.coef_.shape == {0: (1,), 2: (1, 1), 3: (3, 1)}[n_classes]
     assert model.score(X, y) > (0.9 if not n_classes else 0.7)
+
+
+# -- every call is one transaction ----------------------------------------------------------
+
+_RNG = np.random.RandomState(0)
+_X = _RNG.normal(size=(40, 3))
+_Y = {"classifier": np.digitize(_X[:, 0], [-0.5, 0.5]), "regressor": _X @ [1.0, -2.0, 0.5]}
+
+
+def _with_value(X, value):
+    X = X.copy()
+    X[1, 1] = value
+    return X
+
+
+# name -> (call(model, rows, y), message of the failure: None for a call that works).
+_DIVERGING = LearningRateSGD(eta0=1e38, learning_rate="constant")
+_CALLS = {
+    "fit": (lambda model, rows, y: model.fit(_X[:rows], y[:rows]), None),
+    "partial_fit": (lambda model, rows, y: model.partial_fit(_X[:rows], y[:rows]), None),
+    "predict": (lambda model, rows, y: model.predict(_X[:rows]), None),
+    "fit-nan": (lambda model, rows, y: model.fit(_with_value(_X, np.nan), y),
+                "Input X contains NaN"),
+    "partial_fit-beyond-float32": (
+        lambda model, rows, y: model.partial_fit(_with_value(_X, 1e39), y),
+        r"Input X contains a value too large for dtype\('float32'\)"),
+    "predict-beyond-float32": (lambda model, rows, y: model.predict(_with_value(_X, -1e39)),
+                               r"too large for dtype\('float32'\) in column 1, row 1"),
+    "partial_fit-features": (lambda model, rows, y: model.partial_fit(_X[:, :2], y),
+                             "X has 2 features"),
+    "partial_fit-weights": (
+        lambda model, rows, y: model.partial_fit(_X, y, sample_weight=-np.ones(len(y))),
+        "Negative values in data passed to `sample_weight`"),
+    "fit-diverges": (lambda model, rows, y: model.set_params(learning_rate=_DIVERGING).fit(_X, y),
+                     "use a smaller learning rate"),
+    "partial_fit-diverges": (
+        lambda model, rows, y: model.set_params(learning_rate=_DIVERGING).partial_fit(_X, y),
+        "use a smaller learning rate"),
+    # Classifiers: a label outside classes_; regressors: a target beyond float32.
+    "partial_fit-bad-y": (
+        lambda model, rows, y: model.partial_fit(_X, np.where(_X[:, 1] > 1, 7, y)
+                                                 if is_classifier(model) else y * 1e39),
+        r"Labels \[7\] are not in classes_|Input y contains a value too large"),
+}
+
+
+def _observed(model):
+    """Everything that must survive a failed call: predictions (and probabilities), the
+    weights and rate state, t_, epochs, losses and the shuffling state."""
+    optimizer = model.optimizer_
+    rng = optimizer.__dict__.get("_rng")
+    outputs = [model.predict(_X)] + ([model.predict_proba(_X)] if is_classifier(model) else [])
+    return [*outputs, *optimizer.weights_, *optimizer.lr_state_,
+            np.array([optimizer.t_, model.t_, model.n_iter_]), np.array(model.loss_curve_),
+            np.array([]) if rng is None else rng.get_state()[1]]
+
+
+# numpy's warnings on the way to the non-finite loss of the diverging calls.
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
+                            "ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("estimator", ESTIMATORS)
+@settings(max_examples=8, deadline=None, derandomize=True, database=None,
+          phases=(Phase.explicit, Phase.generate),
+          suppress_health_check=[HealthCheck.too_slow])
+@given(calls=st.lists(st.tuples(st.sampled_from(sorted(_CALLS)), st.integers(8, 40)),
+                      min_size=3, max_size=6))
+def test_failed_calls_leave_the_model_as_it_was(estimator, calls):
+    """Random sequences of good and bad calls on a fitted estimator: every failure
+    (bad input, divergence before an epoch of the call ended, a refit included) leaves it
+    exactly as before the call, and it goes on working. A fit that diverges after an
+    epoch ended keeps that epoch instead (the documented guarantee)."""
+    model = estimator(max_iter=2, tol=None, random_state=0, batch_size=4)
+    y = _Y["classifier" if is_classifier(model) else "regressor"]
+    model.fit(_X, y)
+    for name, rows in calls:
+        call, message = _CALLS[name]
+        before = [np.copy(value) for value in _observed(model)]
+        # The number the optimizer gives the first epoch of the call.
+        first_epoch = 1 if name.startswith("fit") else len(model.loss_curve_) + 1
+        try:
+            call(model, rows, y)
+        except ValueError as exc:
+            assert message is not None and re.search(message, str(exc)), (name, exc)
+            diverged = re.search(r"diverged at epoch (\d+)", str(exc))
+            if diverged and int(diverged[1]) > first_epoch:
+                assert model.n_iter_ == int(diverged[1]) - 1, (name, exc)
+                continue
+            after = _observed(model)
+            assert len(after) == len(before), name
+            for old, new in zip(before, after, strict=True):
+                np.testing.assert_array_equal(new, old, err_msg=name)
+        else:
+            assert message is None, f"{name} did not fail"
+        finally:
+            model.set_params(learning_rate=None)

@@ -1,4 +1,8 @@
-"""The public names of DESIGN.md section 3 import from where users expect them."""
+"""The documented public names import from where users expect them: the package root
+and the seed's module paths."""
+
+import ast
+from pathlib import Path
 
 import skl_ortgrad
 
@@ -72,3 +76,19 @@ def test_module_level_names():
     assert OrtGradientForwardBackwardOptimizer is not None
     assert issubclass(OrtGradientForwardBackward, object)
     assert OrtGradientForwardBackwardFunction is not None
+
+
+def test_no_module_imports_the_package_root():
+    """Modules inside the package import modules, never names of the root's namespace
+    (``__version__`` lives in ``skl_ortgrad._version``)."""
+    package = Path(skl_ortgrad.__file__).parent
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                assert "skl_ortgrad" not in [alias.name for alias in node.names], path
+            elif isinstance(node, ast.ImportFrom) and node.module == "skl_ortgrad":
+                for alias in node.names:
+                    assert path.name == "__init__.py" or (
+                        (package / f"{alias.name}.py").is_file()
+                        or (package / alias.name).is_dir()), (path, alias.name)
+    assert skl_ortgrad.__version__ == skl_ortgrad._version.__version__

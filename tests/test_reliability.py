@@ -8,7 +8,12 @@
 - persistence: a pickled ``partial_fit`` stream resumed in another process gives the very
   weights of the uninterrupted stream; pickles from another version are detected;
 - long runs: no memory growth over 20,000 ``partial_fit`` calls; ``predict`` from several
-  threads at once gives the single-threaded results.
+  threads at once gives the single-threaded results;
+- one transaction per call: a call that fails (divergence before any epoch ends, any
+  exception but Ctrl-C) leaves every estimator exactly as before it, refits included;
+  finite values beyond float32 train or fail clearly; ``classes=`` follows
+  scikit-learn's ``partial_fit`` contract; a stream of calls of varying sizes keeps two
+  training sessions.
 """
 
 from __future__ import annotations
@@ -30,16 +35,24 @@ from concurrent.futures import ThreadPoolExecutor
 import joblib
 import numpy as np
 import pytest
+from _estimators import ALL_ESTIMATORS
+from scipy import sparse as sp
 from sklearn.base import is_classifier
 from sklearn.datasets import load_iris
+from sklearn.linear_model import LogisticRegression, SGDClassifier
 
+import skl_ortgrad
 from skl_ortgrad import (
     ConvergenceError,
     LearningRateSGD,
     NegLogLearningLoss,
+    OnnxGradientClassifier,
+    OnnxMLPClassifier,
     OnnxSGDClassifier,
     OnnxSGDRegressor,
+    _version,
 )
+from skl_ortgrad.estimators.base import stable_step
 from skl_ortgrad.runtime.step import OrtGradientStep
 from skl_ortgrad.training import optimizers_partial
 
@@ -450,7 +463,7 @@ def test_pickle_of_an_unreadable_state_format_is_refused(monkeypatch):
     monkeypatch.setattr(optimizers_partial, "_STATE_FORMAT", 99)
     data = pickle.dumps(model)
     monkeypatch.undo()
-    version = optimizers_partial._package_version()
+    version = skl_ortgrad.__version__
     with pytest.raises(ValueError, match=(
             rf"pickled by skl_ortgrad {re.escape(version)} \(training state format 99\); "
             rf"skl_ortgrad {re.escape(version)} reads format 1 only\. .*to_onnx\(\)")):
@@ -459,7 +472,7 @@ def test_pickle_of_an_unreadable_state_format_is_refused(monkeypatch):
 
 def test_pickle_of_another_version_warns_and_works(monkeypatch):
     model = _model(OnnxSGDClassifier, max_iter=1).fit(X, Y)
-    monkeypatch.setattr(optimizers_partial, "_package_version", lambda: "0.0.1")
+    monkeypatch.setattr(_version, "__version__", "0.0.1")
     data = pickle.dumps(model)
     monkeypatch.undo()
     with pytest.warns(optimizers_partial.PickleVersionWarning,
@@ -557,3 +570,193 @@ def test_predict_from_four_threads_matches_single_thread(estimator):
     for results in outputs:
         for method, start, value in results:
             np.testing.assert_array_equal(value, expected[method][start:start + 1000])
+
+
+# -- one transaction per call ------------------------------------------------------------
+
+Y_REG = X @ np.array([1.0, -2.0, 0.5, 3.0])
+
+
+def _targets(model):
+    return Y if is_classifier(model) else Y_REG
+
+
+def _everything(model):
+    """What a failed call must leave as it was: the optimizer (same object), its weights,
+    rate state, ``t_``, losses and shuffling state, and the fitted attributes."""
+    optimizer = model.optimizer_
+    rng = optimizer.__dict__.get("_rng")
+    return {
+        "optimizer": optimizer,
+        "weights": [w.copy() for w in optimizer.weights_],
+        "lr_state": [s.copy() for s in optimizer.lr_state_],
+        "t": (optimizer.t_, model.t_, model.n_iter_),
+        "losses": (list(optimizer.train_losses_), list(model.loss_curve_)),
+        "rng": None if rng is None else rng.get_state()[1].copy(),
+        "attributes": sorted(vars(model)),
+        "classes": getattr(model, "classes_", None),
+        "predictions": model.predict(X),
+    }
+
+
+def _assert_everything_kept(model, before):
+    after = _everything(model)
+    assert after["optimizer"] is before["optimizer"]
+    for key in ("weights", "lr_state"):
+        _assert_weights(after[key], before[key])
+    for key in ("t", "losses", "attributes"):
+        assert after[key] == before[key], key
+    for key in ("rng", "classes", "predictions"):
+        np.testing.assert_array_equal(after[key], before[key], err_msg=key)
+
+
+# numpy's warnings on the way to the non-finite loss that stops training.
+_OVERFLOWS = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
+                                        "ignore:invalid value encountered:RuntimeWarning")
+
+
+@_OVERFLOWS
+@pytest.mark.parametrize("method", ["fit", "partial_fit"])
+@pytest.mark.parametrize("estimator", ALL_ESTIMATORS)
+def test_divergence_before_any_epoch_keeps_the_model_of_before_the_call(estimator, method):
+    """A rate of 1e38 diverges in the first epoch of the call: a refit (a new optimizer)
+    as well as a partial_fit leave the fitted estimator exactly as it was."""
+    model = _model(estimator, max_iter=2)
+    model.fit(X, _targets(model))
+    before = _everything(model)
+    model.set_params(learning_rate=LearningRateSGD(eta0=1e38, learning_rate="constant"),
+                     learning_penalty="none")
+    with pytest.raises(ConvergenceError, match=r"Training diverged at epoch \d+, batch"):
+        getattr(model, method)(X, _targets(model))
+    _assert_everything_kept(model, before)
+    model.set_params(learning_rate=LearningRateSGD(eta0=1e-3, learning_rate="constant"))
+    model.partial_fit(X, _targets(model))
+    assert model.n_iter_ == 3 and np.isfinite(model.loss_curve_).all()
+
+
+@pytest.mark.parametrize("where", ["forward", "update"])
+@pytest.mark.parametrize("method", ["fit-warm-start", "partial_fit"])
+def test_any_other_exception_in_training_restores_the_call_start(monkeypatch, where, method):
+    """An exception at the sixth batch (in onnxruntime's call, or tearing an update) leaves
+    the estimator as before the call: not even the five batches done remain."""
+    model = _model(OnnxSGDClassifier, max_iter=1, warm_start=method == "fit-warm-start")
+    model.fit(X, Y)
+    before = _everything(model)
+
+    def fail(k):
+        if k == 6:
+            raise RuntimeError("onnxruntime failed")
+
+    def fail_update(k, rate, weights, gradients, state, eta, update):
+        fail(k)
+        update(eta)
+
+    if where == "forward":
+        _patch_runs(monkeypatch, fail)
+    else:
+        _patch_steps(monkeypatch, fail_update)
+    with pytest.raises(RuntimeError, match="onnxruntime failed"):
+        (model.fit if method == "fit-warm-start" else model.partial_fit)(X, Y)
+    monkeypatch.undo()
+    _assert_everything_kept(model, before)
+
+
+def test_refit_on_huge_finite_X_trains_and_exposes_its_weights():
+    """X around 1e30 fits float32 but its squared norm does not: the default rate is
+    computed without overflow, inside the transaction, and the refit is consistent."""
+    model = OnnxSGDRegressor(max_iter=3, tol=None, random_state=0).fit(X, Y_REG)
+    model.fit(X * 1e30, Y_REG)
+    eta0 = model.default_learning_rate_.eta0
+    assert 0 < eta0 < 1e-59 and np.isfinite(eta0)
+    _assert_consistent(model)
+    fresh = OnnxSGDRegressor(max_iter=3, tol=None, random_state=0).fit(X * 1e30, Y_REG)
+    fresh.partial_fit(X, Y_REG)
+    assert fresh.n_iter_ == 4 and len(fresh.loss_curve_) == 4
+
+
+def test_stable_step_holds_any_finite_data():
+    dense = np.random.RandomState(0).normal(size=(50, 3))
+    expected = 1 / np.mean(np.sum(dense**2, axis=1))
+    assert stable_step(dense) == pytest.approx(expected, rel=1e-12)
+    assert stable_step(sp.csr_matrix(dense)) == pytest.approx(expected, rel=1e-12)
+    assert stable_step(dense.astype(np.float32) * np.float32(1e30)) == pytest.approx(
+        expected * 1e-60, rel=1e-6)
+    assert stable_step(dense * 1e300) == np.finfo(np.float64).tiny  # 1e-600 underflows
+    assert stable_step(np.zeros((4, 2))) == np.inf
+
+
+@_OVERFLOWS
+def test_huge_X_on_a_fitted_classifier_keeps_it():
+    """The issue's reproducer: 1e30 rows make the log loss NaN in the first epoch."""
+    model = _model(OnnxSGDClassifier, max_iter=2).fit(X, Y)
+    before = _everything(model)
+    model.set_params(learning_rate=None)
+    with pytest.raises(ConvergenceError, match="diverged at epoch 1"):
+        model.fit(X * 1e30, Y)
+    _assert_everything_kept(model, before)
+
+
+# -- classes= as scikit-learn's partial_fit ---------------------------------------------------
+
+def _fine_tuning_sgd(**params):
+    """Fine-tuning of an unfitted SGDClassifier, which learns absent classes through its
+    partial_fit (an unfitted LogisticRegression cannot: see the next test)."""
+    return OnnxGradientClassifier(SGDClassifier(loss="log_loss", random_state=0), **params)
+
+
+@pytest.mark.parametrize("estimator", [OnnxSGDClassifier, OnnxMLPClassifier, _fine_tuning_sgd],
+                         ids=lambda make: make.__name__)
+def test_classes_may_name_labels_absent_from_y(estimator):
+    """partial_fit(classes=[0, 1, 2, 3]) with three labels in y: four classes, a fourth
+    column of probabilities; then the same classes or None, anything else refused with
+    scikit-learn's message, the estimator untouched."""
+    model = _model(estimator)
+    model.partial_fit(X, Y, classes=[0, 1, 2, 3])
+    np.testing.assert_array_equal(model.classes_, [0, 1, 2, 3])
+    assert model.predict_proba(X).shape == (len(Y), 4)
+    before = _everything(model)
+    with pytest.raises(ValueError, match=(
+            r"^`classes=\[0, 1, 2\]` is not the same as on last call to partial_fit, "
+            r"was: array\(\[0, 1, 2, 3\]\)$")):
+        model.partial_fit(X, Y, classes=[0, 1, 2])
+    _assert_everything_kept(model, before)
+    model.partial_fit(X, Y, classes=[3, 2, 1, 0])
+    model.partial_fit(X, Y)
+    assert model.n_iter_ == 3
+
+
+def test_unfitted_estimator_without_partial_fit_cannot_learn_absent_classes():
+    model = OnnxGradientClassifier(LogisticRegression(), random_state=0)
+    with pytest.raises(ValueError, match=(
+            r"classes=\[0, 1, 2, 3\] names labels absent from y \(\[3\]\), but "
+            r"LogisticRegression is not fitted and has no partial_fit")):
+        model.partial_fit(X, Y, classes=[0, 1, 2, 3])
+    assert not {"classes_", "optimizer_", "estimator_"} & set(vars(model))
+    model.partial_fit(X, Y, classes=[0, 1, 2])  # a first call again, which works
+    np.testing.assert_array_equal(model.classes_, [0, 1, 2])
+
+
+def test_classes_of_a_fitted_base_must_match():
+    base = LogisticRegression().fit(X, Y)
+    model = OnnxGradientClassifier(base, random_state=0)
+    with pytest.raises(ValueError, match=(
+            r"^`classes=\[0, 1, 5\]` is not the same as the classes of the fitted "
+            r"LogisticRegression, was: array\(\[0, 1, 2\]\)$")):
+        model.partial_fit(X, Y, classes=[0, 1, 5])
+    assert "optimizer_" not in vars(model)
+    model.partial_fit(X, Y, classes=[2, 1, 0])
+    np.testing.assert_array_equal(model.classes_, [0, 1, 2])
+
+
+# -- training sessions ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("estimator", [OnnxSGDRegressor, OnnxSGDClassifier])
+def test_stream_of_varying_sizes_keeps_two_training_sessions(estimator):
+    """Calls of 1 to 40 rows and of 70 (batch_size 'auto' = 32): the full batches of 32
+    rows run on one static-shape session, every other size on one dynamic session."""
+    model = estimator(random_state=0)
+    for n in [*range(1, 41), 70]:
+        _partial_fit(model, X[:n], _targets(model)[:n])
+    sessions = [sorted(engine._steps, key=str) for engine in model.optimizer_._engines.values()]
+    assert sessions == [[32, None]]

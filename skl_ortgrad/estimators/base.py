@@ -8,7 +8,9 @@ graph's outputs become predictions. Everything else is here.
 
 from __future__ import annotations
 
+import math
 import numbers
+import sys
 from abc import ABCMeta, abstractmethod
 from typing import Any, ClassVar
 
@@ -21,6 +23,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from skl_ortgrad.estimators.dtype_range import check_dtype_range
 from skl_ortgrad.exceptions import ConvergenceError
 from skl_ortgrad.gradient.backend import BACKEND_NAMES, resolve_backend
 from skl_ortgrad.graph.cut import select_model_output
@@ -31,18 +34,32 @@ from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOp
 from skl_ortgrad.training.sgd_learning_loss import BaseLearningLoss
 from skl_ortgrad.training.sgd_learning_penalty import BaseLearningPenalty
 from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate, LearningRateSGD
+from skl_ortgrad.training.snapshot import OptimizerSnapshot
 
 _SPARSE_CHUNK = 4096  # rows densified at once when predicting on a sparse matrix
 
 
-def mean_squared_norm(X: Any) -> float:
-    r""":math:`E\|x\|^2`, the mean squared norm of the rows of a dense or sparse ``X``.
+def stable_step(X: Any) -> float:
+    r""":math:`1 / E\|x\|^2` over the rows of a dense or sparse ``X`` (inf when X is zero).
 
-    It bounds the largest eigenvalue of :math:`E[x x^\top]`, so :math:`1 / E\|x\|^2` is a
-    stable step for a linear layer trained on ``X``.
+    :math:`E\|x\|^2` bounds the largest eigenvalue of :math:`E[x x^\top]`, so
+    :math:`1 / E\|x\|^2` is a stable step for a linear layer trained on ``X``. With
+    :math:`m = \max_{ij} |x_{ij}|` it is computed as
+    :math:`1 / E\|x\|^2 = (1 / E\|x / m\|^2) / m^2` in float64, chunk by chunk: no square
+    overflows, whatever the finite values (float32 data beyond :math:`10^{19}`, float64
+    data beyond :math:`10^{154}`), and the result is kept at or above the smallest normal
+    float64 so that it stays a valid (positive) learning rate.
     """
-    squares = X.multiply(X).sum() if hasattr(X, "multiply") else np.einsum("ij,ij->", X, X)
-    return float(squares) / X.shape[0]
+    data = X.data if hasattr(X, "toarray") else X
+    scale = max(float(data.max(initial=0.0)), -float(data.min(initial=0.0)))
+    if scale == 0.0:
+        return math.inf
+    squares = 0.0
+    for start in range(0, X.shape[0], _SPARSE_CHUNK):
+        rows = X[start:start + _SPARSE_CHUNK]
+        rows = (rows.toarray() if hasattr(rows, "toarray") else rows) / np.float64(scale)
+        squares += float(np.einsum("ij,ij->", rows, rows))
+    return max(X.shape[0] / squares / scale / scale, np.finfo(np.float64).tiny)
 
 
 def learning_rate_object(value: Any) -> BaseLearningRate:
@@ -58,22 +75,27 @@ def learning_rate_object(value: Any) -> BaseLearningRate:
 def numeric_targets(y: Any) -> np.ndarray:
     """A regressor's ``y`` as float64 of shape (n_samples, n_outputs).
 
-    Numbers held in an object array are numbers (scikit-learn's ``y_numeric``).
+    Objects and strings are converted as ``SGDRegressor`` converts them (numpy's cast to
+    float: ``"1.5"`` and ``b"1.5"`` are 1.5), and must then be finite, as numeric
+    targets must be.
 
     Raises
     ------
     ValueError
-        If ``y`` holds anything but numbers.
+        If ``y`` holds anything but numbers or strings of numbers, or a converted value
+        is NaN or infinite.
     """
     y = np.asarray(y)
-    if y.dtype.kind == "O":
+    if y.dtype.kind in "OUS":
         try:
             y = y.astype(np.float64)
         except (TypeError, ValueError) as exc:
             raise ValueError(
-                f"y must be numeric for a regressor; its object values could not be "
-                f"converted to float: {exc}"
+                f"y must be numeric for a regressor; its values could not be converted "
+                f"to float: {exc}"
             ) from exc
+        if not np.isfinite(y).all():
+            raise ValueError("y contains NaN or infinity: remove or impute those values.")
     if y.dtype.kind not in "iufb":
         raise ValueError(f"y must be numeric for a regressor, got dtype {y.dtype}.")
     return y.astype(np.float64).reshape((y.shape[0], -1))
@@ -294,29 +316,40 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
     def _train(
         self, X: Any, y: Any, sample_weight: Any, restart: bool, partial: bool, classes: Any
     ) -> BaseOnnxEstimator:
-        """The one training path of ``fit`` and ``partial_fit``.
+        """The one training path of ``fit`` and ``partial_fit``: one transaction.
 
-        Everything is validated before anything changes: bad input leaves a fitted
-        estimator exactly as it was.
+        Everything is validated before anything changes, and every piece of state the
+        call may change (``classes_``, feature names, the optimizer and its weights,
+        ``t_``, losses, shuffling generator, fitted attributes) is either committed at
+        the end or put back as it was before the call. Two failures keep progress, as
+        documented: Ctrl-C keeps the completed batches, and divergence keeps the last
+        epoch that ended finite when the call completed one (or when the estimator was
+        not fitted before, which leaves it at its initial weights).
         """
         # Validation writes on the estimator (validate_data resets n_features_in_ and
         # feature_names_in_, _prepare_targets sets classes_, a restart builds a new
-        # optimizer): on an error, put every attribute back as it was.
+        # optimizer), and training on the optimizer, in place.
         saved = dict(self.__dict__)
+        snapshot = OptimizerSnapshot(self.optimizer_) if "optimizer_" in saved else None
         try:
             X, y = validate_data(
                 self, X, y, reset=restart, accept_sparse="csr", dtype=[np.float32, np.float64],
                 y_numeric=False, multi_output=self._multi_output, ensure_min_samples=1,
             )
-            dtype = self._dtype()
+            dtype = self._dtype() if restart else self.optimizer_._model_dtype()
+            check_dtype_range(X, dtype, "X", getattr(self, "feature_names_in_", None))
             if sample_weight is not None:
                 sample_weight = _check_sample_weight(
-                    sample_weight, X, dtype=dtype, ensure_non_negative=True
+                    sample_weight, X, dtype=np.float64, ensure_non_negative=True
                 )
-            targets = self._prepare_targets(y, restart, classes).astype(dtype, copy=False)
+                check_dtype_range(sample_weight, dtype, "sample_weight")
+                sample_weight = sample_weight.astype(dtype)
+            targets = self._prepare_targets(y, restart, classes)
+            check_dtype_range(targets[:, 0] if targets.shape[1] == 1 else targets, dtype, "y")
+            targets = targets.astype(dtype, copy=False)
             if restart:
                 self._start(X, y, sample_weight)
-            X = self._preprocess(X).astype(dtype, copy=False)
+            X = self._graph_input(X, dtype)
             if restart:
                 parse_device(self.device)
                 device_providers(self.device)
@@ -340,14 +373,16 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
                 learning_loss=loss,
                 learning_penalty=penalty,
                 max_iter=1 if partial else self.max_iter,
-                batch_size=batch_size,
+                # Full batches of batch_size rows, even when this call has fewer: the
+                # optimizer then keeps two training sessions (full batches, any other
+                # size) whatever the sizes of a stream of partial_fit calls.
+                batch_size=self._resolved_batch_size(sys.maxsize),
                 tol=None if partial else self.tol,
                 warm_start=not restart or partial,
                 verbose=self.verbose,
             )
         except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(saved)
+            self._rollback(saved, snapshot)
             raise
         before = len(optimizer.train_losses_) if not restart else 0
         try:
@@ -358,12 +393,37 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
                 optimizer._fit_data(
                     optimizer._as_arrays(X, targets, sample_weight), X_val, y_val, scorer
                 )
-        except (ConvergenceError, KeyboardInterrupt):
-            # The weights reached so far stay usable: expose them before re-raising.
+        except KeyboardInterrupt:
+            # The batches completed stay: expose them before re-raising.
             self._sync(partial, before)
+            raise
+        except ConvergenceError:
+            if snapshot is not None and not optimizer.__dict__.get("epochs_completed_", 0):
+                # Nothing of this call ended finite: the model of before the call.
+                self._rollback(saved, snapshot)
+            else:
+                self._sync(partial, before)
+            raise
+        except BaseException:
+            self._rollback(saved, snapshot)
             raise
         self._sync(partial, before)
         return self
+
+    def _rollback(self, saved: dict[str, Any], snapshot: OptimizerSnapshot | None) -> None:
+        """Put the estimator (attributes ``saved``) and its optimizer back."""
+        self.__dict__.clear()
+        self.__dict__.update(saved)
+        if snapshot is not None:
+            snapshot.restore()
+
+    def _graph_input(self, X: Any, dtype: np.dtype) -> Any:
+        """``X`` through the frozen steps (:meth:`_preprocess`), checked against the
+        range of ``dtype`` and cast to it: what the trained graph reads."""
+        transformed = self._preprocess(X)
+        if transformed is not X:
+            check_dtype_range(transformed, dtype, "X transformed by the frozen steps")
+        return transformed.astype(dtype, copy=False)
 
     def _validation_split(self, X: Any, targets: np.ndarray, sample_weight: Any, y: Any) -> tuple:
         stratify = y if getattr(self, "_stratify_validation", False) else None
@@ -445,9 +505,11 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         X = validate_data(
             self, X, reset=False, accept_sparse="csr", dtype=[np.float32, np.float64]
         )
-        X = self._preprocess(X)
-        session = self._session()
         optimizer = self.optimizer_
+        dtype = optimizer._model_dtype()
+        check_dtype_range(X, dtype, "X", getattr(self, "feature_names_in_", None))
+        X = self._graph_input(X, dtype)
+        session = self._session()
         feeds = dict(zip(optimizer.weights_to_train_, optimizer.weights_, strict=True))
         input_name = session.get_inputs()[0].name
         names = [out.name for out in session.get_outputs()]
@@ -457,7 +519,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         for start in range(0, X.shape[0], step):
             rows = X[start:start + step]
             rows = rows.toarray() if hasattr(rows, "toarray") else rows
-            feeds[input_name] = np.ascontiguousarray(rows, dtype=optimizer._model_dtype())
+            feeds[input_name] = np.ascontiguousarray(rows, dtype=dtype)
             chunks.append(session.run(names, feeds))
         return {
             name: np.concatenate([chunk[i] for chunk in chunks])

@@ -48,9 +48,10 @@ class ClassifierTargetsMixin:
             if classes is not None and not np.array_equal(
                 unique_labels(np.asarray(classes)), self.classes_
             ):
+                # scikit-learn's partial_fit contract and wording.
                 raise ValueError(
-                    f"classes={np.asarray(classes).tolist()} is not classes_="
-                    f"{self.classes_.tolist()} seen at the first call."
+                    f"`classes={classes!r}` is not the same as on last call to "
+                    f"partial_fit, was: {self.classes_!r}"
                 )
         index = self._class_index(y)
         if len(self.classes_) == 2:
@@ -68,7 +69,12 @@ class ClassifierTargetsMixin:
     def partial_fit(
         self, X: Any, y: Any, classes: Any = None, sample_weight: Any = None
     ) -> ClassifierTargetsMixin:
-        """One epoch over ``(X, y)``; ``classes`` is required on the first call."""
+        """One epoch over ``(X, y)``.
+
+        ``classes`` follows scikit-learn's ``partial_fit`` contract: required on the first
+        call, where it may name labels ``y`` lacks (they are learnt from later calls);
+        afterwards None, or the same classes.
+        """
         if not hasattr(self, "optimizer_") and classes is None:
             raise ValueError("classes must be passed on the first call to partial_fit.")
         return self._partial_fit(X, y, sample_weight, classes=classes)

@@ -27,13 +27,14 @@ from sklearn.base import ClassifierMixin, RegressorMixin, clone, is_classifier
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.linear_model import LogisticRegression, SGDClassifier
 from sklearn.pipeline import Pipeline
+from sklearn.utils.multiclass import unique_labels
 from sklearn.utils.validation import check_is_fitted
 
 from skl_ortgrad.estimators.base import (
     BaseOnnxEstimator,
     Template,
-    mean_squared_norm,
     numeric_targets,
+    stable_step,
 )
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin
 from skl_ortgrad.graph.ml_rewrites import rewrite_no_gradient_ops
@@ -139,7 +140,11 @@ class _BaseOnnxGradient(BaseOnnxEstimator):
             with warnings.catch_warnings():
                 # An iterative model stopped early only starts the training done here.
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                self.estimator_ = clone(self.estimator).fit(X, y, **fit_params)
+                self.estimator_ = self._fit_clone(X, y, fit_params)
+
+    def _fit_clone(self, X: Any, y: Any, fit_params: dict[str, Any]) -> Any:
+        """A clone of the unfitted ``estimator`` fitted on the first call's data."""
+        return clone(self.estimator).fit(X, y, **fit_params)
 
     def _default_rate(self, X: Any) -> LearningRateSGD:
         """A constant step :math:`\\min(10^{-3}, 1 / E\\|x\\|^2)` on the graph's inputs.
@@ -147,8 +152,7 @@ class _BaseOnnxGradient(BaseOnnxEstimator):
         Small, so training continues from the fitted solution instead of undoing it,
         and below the stable step of a linear layer on unscaled features.
         """
-        mean_norm = mean_squared_norm(X)
-        eta0 = 1e-3 if mean_norm == 0 else min(1e-3, 1.0 / mean_norm)
+        eta0 = min(1e-3, stable_step(X))
         return LearningRateSGD(eta0=eta0, learning_rate="constant")
 
     def _preprocess(self, X: Any) -> Any:
@@ -259,15 +263,58 @@ class OnnxGradientClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxG
         self, X: Any, y: Any, classes: Any = None, sample_weight: Any = None
     ) -> OnnxGradientClassifier:
         """One epoch over ``(X, y)``; ``classes`` is needed on the first call only when
-        the wrapped estimator is not fitted (a fitted one keeps its own classes)."""
+        the wrapped estimator is not fitted (a fitted one keeps its own classes, which
+        ``classes`` must then equal). A superset of the labels of ``y`` is valid, as in
+        scikit-learn's ``partial_fit``."""
         if classes is None and not hasattr(self, "optimizer_"):
             classes = getattr(_split(self.estimator)[2], "classes_", None)
         return super().partial_fit(X, y, classes=classes, sample_weight=sample_weight)
 
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
+        """Labels encoded for the loss; on the first call, ``classes_`` is the fitted
+        model's classes, or ``classes`` (else the labels of ``y``) for an unfitted one.
+
+        Raises
+        ------
+        ValueError
+            If ``classes`` differs from the classes of the fitted model (scikit-learn's
+            ``partial_fit`` wording).
+        """
         if first_call:
-            # A fitted model keeps its classes; an unfitted one learns them from y.
-            _, _, final = _split(self.estimator)
+            _, name, final = _split(self.estimator)
             fitted_classes = getattr(final, "classes_", None)
-            classes = classes if fitted_classes is None else fitted_classes
+            if fitted_classes is not None:
+                if classes is not None and not np.array_equal(
+                    unique_labels(np.asarray(classes)), fitted_classes
+                ):
+                    raise ValueError(
+                        f"`classes={classes!r}` is not the same as the classes of the "
+                        f"fitted {name}, was: {fitted_classes!r}"
+                    )
+                classes = fitted_classes
         return super()._prepare_targets(y, first_call, classes)
+
+    def _fit_clone(self, X: Any, y: Any, fit_params: dict[str, Any]) -> Any:
+        """A clone of the unfitted ``estimator`` fitted on the first call's data, knowing
+        every class of ``classes_``.
+
+        ``fit`` learns the labels of ``y`` only; when ``classes=`` named more, the clone
+        learns them all through its ``partial_fit(X, y, classes=...)``, scikit-learn's
+        way to declare classes absent from the data.
+
+        Raises
+        ------
+        ValueError
+            If ``y`` lacks some classes and the estimator has no ``partial_fit``.
+        """
+        absent = np.setdiff1d(self.classes_, y)
+        if not absent.size:
+            return super()._fit_clone(X, y, fit_params)
+        if not hasattr(self.estimator, "partial_fit"):
+            raise ValueError(
+                f"classes={self.classes_.tolist()} names labels absent from y "
+                f"({absent.tolist()}), but {type(self.estimator).__name__} is not fitted and "
+                "has no partial_fit: its fit learns only the labels of y. Fit it beforehand "
+                "on data holding every class, or start with such data."
+            )
+        return clone(self.estimator).partial_fit(X, y, classes=self.classes_, **fit_params)

@@ -159,6 +159,12 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
         self.coefs_ = [w.copy() for w in values[0::2]]
         self.intercepts_ = [b.ravel().copy() for b in values[1::2]]
 
+    def _sync(self, partial: bool, before: int) -> None:
+        super()._sync(partial, before)
+        if self.loss_curve_:
+            # scikit-learn's MLPs: loss_ is the mean loss of the last epoch.
+            self.loss_ = float(self.loss_curve_[-1])
+
 
 _SHARED_DOC = """
     Parameters
@@ -198,6 +204,8 @@ class OnnxMLPRegressor(RegressorMixin, _BaseOnnxMLP):
         Trained weights of every layer.
     n_layers_, n_outputs_, out_activation_, n_iter_, t_ :
         As in scikit-learn.
+    loss_ : float
+        Mean training loss of the last epoch (``loss_curve_[-1]``), as in scikit-learn.
     loss_curve_, best_loss_, n_features_in_, feature_names_in_ :
         As in scikit-learn.
     """
@@ -252,6 +260,8 @@ class OnnxMLPClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxMLP):
     coefs_, intercepts_ : list of ndarray
     n_layers_, n_outputs_, out_activation_, n_iter_, t_ :
         As in scikit-learn.
+    loss_ : float
+        Mean training loss of the last epoch (``loss_curve_[-1]``), as in scikit-learn.
     loss_curve_, best_loss_, n_features_in_, feature_names_in_ :
         As in scikit-learn.
     """

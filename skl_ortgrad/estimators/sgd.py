@@ -15,8 +15,8 @@ from sklearn.linear_model import LinearRegression, LogisticRegression, SGDClassi
 from skl_ortgrad.estimators.base import (
     BaseOnnxEstimator,
     Template,
-    mean_squared_norm,
     numeric_targets,
+    stable_step,
 )
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
 from skl_ortgrad.graph.model import TARGET_OPSET
@@ -106,8 +106,14 @@ class OnnxSGDRegressor(RegressorMixin, BaseOnnxEstimator):
         'elasticnet', 'none', or an object.
     max_iter, tol, n_iter_no_change, early_stopping, validation_fraction :
         As in ``SGDRegressor``.
-    shuffle, random_state, warm_start, verbose :
+    shuffle, random_state, warm_start :
         As in ``SGDRegressor``.
+    verbose : int
+        0: nothing shown. 1: a progress bar over the epochs of ``fit`` in a terminal or a
+        notebook, one plain line per epoch elsewhere, then a summary line (why training
+        stopped, epochs, time, final loss); ``partial_fit`` writes one line per call.
+        2: also every batch's loss and learning rate. Whatever ``verbose``, these lines
+        are logged at INFO on the ``skl_ortgrad`` logger (see the user guide).
     batch_size : int or 'auto'
         Rows per mini-batch.
     device : str
@@ -152,8 +158,7 @@ class OnnxSGDRegressor(RegressorMixin, BaseOnnxEstimator):
         rate shrinks instead of diverging.
         """
         batch = self._resolved_batch_size(X.shape[0])
-        mean_norm = mean_squared_norm(X)
-        eta0 = 0.01 * batch if mean_norm == 0 else min(0.01 * batch, 1.0 / mean_norm)
+        eta0 = min(0.01 * batch, stable_step(X))
         return LearningRateSGD(eta0=eta0, learning_rate="invscaling")
 
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:

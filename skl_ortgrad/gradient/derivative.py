@@ -25,9 +25,10 @@ from onnx import ModelProto, NodeProto, ValueInfoProto, helper
 
 from skl_ortgrad.gradient.backend import build_gradient, resolve_backend
 from skl_ortgrad.graph.dtypes import numpy_dtype, numpy_dtype_of
+from skl_ortgrad.graph.external import check_external_data
 from skl_ortgrad.graph.model import graph_names, make_model, unique_name
 from skl_ortgrad.graph.opset import main_opset, other_domains
-from skl_ortgrad.graph.weights import get_train_initializer
+from skl_ortgrad.graph.weights import float_initializers, float_inputs
 
 
 class DerivativeOptions(enum.IntFlag):
@@ -68,6 +69,7 @@ def onnx_derivative(
     path_name: str | None = None,
     verbose: int = 0,
     backend: str = "auto",
+    external_data_dir: str | None = None,
 ) -> ModelProto:
     """Build the gradient graph of ``onx`` with respect to weights and inputs.
 
@@ -83,12 +85,14 @@ def onnx_derivative(
         The model (IR <= 10, opset <= 21). Operators without a gradient (``ai.onnx.ml``
         ``Scaler``, ``ZipMap``, ...) must be rewritten or cut away first.
     weights : list of str, optional
-        Initializers to differentiate with respect to; None selects
-        :func:`~skl_ortgrad.graph.weights.get_train_initializer`'s names.
+        Initializers to differentiate with respect to; None means every float
+        initializer ("all real weights"), ``[]`` none.
     inputs : list of str, optional
-        Graph inputs whose gradient is wanted (``<input>_grad`` outputs).
+        Graph inputs whose gradient is wanted (``<input>_grad`` outputs); None means every
+        float input but the label ("all real inputs"), ``[]`` none.
     options : DerivativeOptions
-        What to return, see :class:`DerivativeOptions`.
+        What to return, see :class:`DerivativeOptions` (an ``int`` of the same flags is
+        accepted).
     loss : str, optional
         Name of the scalar loss output with ``DerivativeOptions.Loss`` (default ``loss``).
     label : str, optional
@@ -102,6 +106,9 @@ def onnx_derivative(
         Gradient backend: ``"auto"``, ``"onnxruntime-training"`` or ``"onnx"`` (see
         :func:`skl_ortgrad.gradient.resolve_backend`). ``KeepYieldOp`` needs
         ``"onnxruntime-training"``.
+    external_data_dir : str, optional
+        The folder tensors stored as external data may be read from; None refuses them
+        (:func:`~skl_ortgrad.graph.external.check_external_data`).
 
     Returns
     -------
@@ -110,10 +117,18 @@ def onnx_derivative(
 
     Raises
     ------
+    TypeError
+        If ``options`` is neither a :class:`DerivativeOptions` nor an int.
     ValueError
         If there is nothing to differentiate, a name does not exist, or the options are
         inconsistent.
     """
+    onx = check_external_data(onx, external_data_dir)
+    if isinstance(options, bool) or not isinstance(options, int):
+        raise TypeError(
+            f"options must be a DerivativeOptions (flags combined with |), got "
+            f"{type(options).__name__} {options!r}."
+        )
     options = DerivativeOptions(options)
     if DerivativeOptions.KeepYieldOp in options and options != DerivativeOptions.KeepYieldOp:
         raise ValueError(
@@ -125,10 +140,12 @@ def onnx_derivative(
     input_names = [i.name for i in graph.input]
     output_names = [o.name for o in graph.output]
 
-    if weights is None:
-        weights = list(get_train_initializer(onx))
-    weights = list(weights)
-    inputs = list(inputs or [])
+    if DerivativeOptions.Loss in options:
+        label = label or "label"
+    weights = float_initializers(onx) if weights is None else list(weights)
+    if inputs is None:
+        inputs = [name for name in float_inputs(onx) if name != label]
+    inputs = list(inputs)
     missing = [w for w in weights if w not in init_names]
     if missing:
         raise ValueError(f"Weights {missing} are not initializers of the model.")
@@ -138,9 +155,10 @@ def onnx_derivative(
     if not weights and not inputs:
         # The builder would silently produce a graph computing nothing.
         raise ValueError(
-            "Nothing to differentiate: no weights (get_train_initializer found none; "
-            "convert linear models with black_op={'LinearRegressor'} or "
-            "{'LinearClassifier'}) and no inputs."
+            "Nothing to differentiate: no weights and no inputs (a model converted by "
+            "skl2onnx keeps linear coefficients in LinearRegressor/LinearClassifier "
+            "attributes unless converted with black_op={'LinearRegressor', "
+            "'LinearClassifier'})."
         )
 
     if DerivativeOptions.Loss in options:

@@ -17,6 +17,7 @@ trained weight :math:`W_j`, in the order of ``weights_to_train``.
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -32,8 +33,9 @@ from onnxruntime.capi._pybind_state import (
 )
 
 from skl_ortgrad.gradient.backend import GradientGraph, build_gradient
-from skl_ortgrad.graph.dtypes import numpy_dtype, numpy_dtype_of
-from skl_ortgrad.graph.weights import get_train_initializer
+from skl_ortgrad.graph.dtypes import FLOAT_TYPES, numpy_dtype, numpy_dtype_of
+from skl_ortgrad.graph.external import check_external_data
+from skl_ortgrad.graph.weights import float_initializers
 from skl_ortgrad.runtime.devices import device_providers, log_severity, ort_device
 from skl_ortgrad.runtime.options import session_options, unoptimized_session_options
 from skl_ortgrad.runtime.step import OrtGradientStep
@@ -181,6 +183,8 @@ class OrtGradientForwardBackwardFunction:
     _calls: _AgentCalls | _FusedCalls
     _inference_sess: InferenceSession
     _run_options: RunOptions
+    _forward_model: bytes
+    _gradient_model: bytes
 
     def __init__(self) -> None:
         self._state: Any = None
@@ -190,6 +194,30 @@ class OrtGradientForwardBackwardFunction:
     def device_name(device: OrtDevice) -> str:
         """Return ``'cpu'`` or ``'cuda'`` for an ``OrtDevice``."""
         return "cpu" if device.device_type() == OrtDevice.cpu() else "cuda"
+
+    @classmethod
+    def save_onnx_graph(
+        cls, folder: str, prefix: str | None = None, suffix: str | None = None
+    ) -> dict[str, str]:
+        """Save the forward and gradient graphs of this class in ``folder``.
+
+        Returns
+        -------
+        dict
+            ``{'forward': path, 'gradient': path}``, the files
+            ``<prefix>.forward<suffix>.onnx`` and ``<prefix>.gradient<suffix>.onnx``
+            (``prefix`` defaults to the class name).
+        """
+        os.makedirs(folder, exist_ok=True)
+        name = prefix or cls.__name__
+        paths = {}
+        for kind, content in (("forward", cls._forward_model),
+                              ("gradient", cls._gradient_model)):
+            path = os.path.join(folder, f"{name}.{kind}{suffix or ''}.onnx")
+            with open(path, "wb") as f:
+                f.write(content)
+            paths[kind] = path
+        return paths
 
     def save_for_backward(self, *tensors: Any) -> None:
         """Keep ``tensors`` alive until :meth:`backward` returns.
@@ -355,8 +383,9 @@ class OrtGradientForwardBackward:
         The model; weights are initializers. It must load in onnxruntime 1.19
         (IR <= 10, opset <= 21).
     weights_to_train : list of str, optional
-        Initializers to train. None selects the float initializers that parameterize a
-        linear layer (see :func:`skl_ortgrad.graph.weights.get_train_initializer`).
+        Initializers to train. None selects every initializer of a float type (the seed
+        API's rule; skl2onnx graphs also hold float constants, so the estimators name
+        their weights, see :func:`skl_ortgrad.graph.weights.get_train_initializer`).
     input_names : list of str, optional
         Graph inputs given to ``forward`` (default: all graph inputs, in graph order).
     output_names : list of str, optional
@@ -379,6 +408,9 @@ class OrtGradientForwardBackward:
     backend : str
         Gradient backend: ``"auto"`` (onnxruntime-training where it imports, else
         ``"onnx"``), ``"onnxruntime-training"`` or ``"onnx"``.
+    external_data_dir : str, optional
+        The folder tensors stored as external data may be read from; None refuses them
+        (:func:`~skl_ortgrad.graph.external.check_external_data`).
 
     Attributes
     ----------
@@ -409,9 +441,13 @@ class OrtGradientForwardBackward:
         enable_logging: bool = False,
         debug: bool = False,
         backend: str = "auto",
+        external_data_dir: str | None = None,
     ) -> None:
         if isinstance(onnx_model, bytes):
             onnx_model = onnx.load_from_string(onnx_model)
+        # The stored model holds every value: pickling needs no folder.
+        onnx_model = check_external_data(onnx_model, external_data_dir)
+        self.external_data_dir = external_data_dir
         self.onnx_model = onnx_model
         self.weights_to_train = weights_to_train
         self.input_names = input_names
@@ -436,23 +472,21 @@ class OrtGradientForwardBackward:
             for init in self.onnx_model.graph.initializer
         }
         if self.weights_to_train is None:
-            names = list(get_train_initializer(self.onnx_model))
+            names = float_initializers(self.onnx_model)
         else:
             names = list(self.weights_to_train)
         if not names:
             raise ValueError(
-                "The model has no weight to train: no float initializer feeds a linear "
-                "layer. Pass weights_to_train explicitly. skl2onnx stores linear models in "
-                "LinearRegressor/LinearClassifier attributes unless converted with "
-                "black_op={'LinearRegressor', 'LinearClassifier'}."
+                "The model has no weight to train: no float initializer. skl2onnx stores "
+                "linear models in LinearRegressor/LinearClassifier attributes unless "
+                "converted with black_op={'LinearRegressor', 'LinearClassifier'}."
             )
         unknown = [name for name in names if name not in float_inits]
         if unknown:
             raise ValueError(
                 f"Unknown weights {unknown}: the model's initializers are {sorted(float_inits)}."
             )
-        floating = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16}
-        integers = [name for name in names if float_inits[name] not in floating]
+        integers = [name for name in names if float_inits[name] not in FLOAT_TYPES]
         if integers:
             raise ValueError(f"Weights {integers} are not floating point tensors: no gradient.")
         return names
@@ -543,6 +577,8 @@ class OrtGradientForwardBackward:
             "_calls": calls,
             "_inference_sess": inference,
             "_run_options": run_options,
+            "_forward_model": self.forward_model_,
+            "_gradient_model": self.gradient_model_,
         }
         self.cls_type_ = type(name, (OrtGradientForwardBackwardFunction,), attributes)
 
@@ -609,16 +645,9 @@ class OrtGradientForwardBackward:
     def save_onnx_graph(
         self, folder: str, prefix: str | None = None, suffix: str | None = None
     ) -> dict[str, str]:
-        """Save the forward and gradient graphs in ``folder``; return the file names."""
-        os.makedirs(folder, exist_ok=True)
-        name = prefix or self.cls_type_.__name__
-        paths = {}
-        for kind, content in (("forward", self.forward_model_), ("gradient", self.gradient_model_)):
-            path = os.path.join(folder, f"{name}.{kind}{suffix or ''}.onnx")
-            with open(path, "wb") as f:
-                f.write(content)
-            paths[kind] = path
-        return paths
+        """Save the forward and gradient graphs in ``folder``, see
+        :meth:`OrtGradientForwardBackwardFunction.save_onnx_graph`."""
+        return self.cls_type_.save_onnx_graph(folder, prefix, suffix)
 
     # No onnxruntime object pickles: keep the parameters and rebuild the sessions.
     _PICKLED = (
@@ -637,8 +666,12 @@ class OrtGradientForwardBackward:
         self.__init__(model, **state)
 
     def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(weights_to_train={self.cls_type_.weights_to_train!r}, "
-            f"input_names={self.cls_type_.input_names!r}, "
-            f"output_names={self.cls_type_.output_names!r}, device={self.cls_type_.device!r})"
-        )
+        """``OrtGradientForwardBackward(<model>, weights_to_train=[...], ...)``: the model by
+        its graph name, then every other constructor argument that is not its default."""
+        signature = inspect.signature(type(self).__init__)
+        args = [f"<ModelProto {self.onnx_model.graph.name!r}>"]
+        for name, parameter in list(signature.parameters.items())[2:]:
+            value = getattr(self, name)
+            if value is not parameter.default and value != parameter.default:
+                args.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(args)})"

@@ -6,13 +6,29 @@ import numpy as np
 from onnx import ModelProto, numpy_helper
 
 from skl_ortgrad.graph.dtypes import FLOAT_TYPES
+from skl_ortgrad.graph.external import check_external_data
 
 # (op_type, input index) pairs that hold the parameters of a linear layer.
 _WEIGHT_SLOTS = {("MatMul", 1), ("Gemm", 1), ("Gemm", 2), ("Conv", 1), ("Conv", 2)}
 _LINEAR_OPS = {"MatMul", "Gemm", "Conv"}
 
 
-def get_train_initializer(onx: ModelProto) -> dict[str, np.ndarray]:
+def float_initializers(onx: ModelProto) -> list[str]:
+    """Every initializer of a float type, in graph order: the seed API's default weights
+    ("all initializers with float type"), constants such as skl2onnx's ``unity`` included."""
+    return [init.name for init in onx.graph.initializer if init.data_type in FLOAT_TYPES]
+
+
+def float_inputs(onx: ModelProto) -> list[str]:
+    """Every graph input of a float type that is not an initializer, in graph order."""
+    initialized = {init.name for init in onx.graph.initializer}
+    return [info.name for info in onx.graph.input
+            if info.name not in initialized and info.type.tensor_type.elem_type in FLOAT_TYPES]
+
+
+def get_train_initializer(
+    onx: ModelProto, external_data_dir: str | None = None
+) -> dict[str, np.ndarray]:
     """Return the float initializers of ``onx`` that are trainable weights, in graph order.
 
     skl2onnx graphs also carry float constants as initializers (``unity``, ``negate``,
@@ -28,13 +44,21 @@ def get_train_initializer(onx: ModelProto) -> dict[str, np.ndarray]:
     ----------
     onx : ModelProto
         The model.
+    external_data_dir : str, optional
+        The folder tensors stored as external data may be read from; None refuses them
+        (see :func:`~skl_ortgrad.graph.external.check_external_data`).
 
     Returns
     -------
     dict
         ``{name: numpy array}`` for every weight, in the order of ``graph.initializer``.
+
+    Raises
+    ------
+    ValueError
+        If the model stores a tensor as external data that may not be read.
     """
-    graph = onx.graph
+    graph = check_external_data(onx, external_data_dir).graph
     floats = {init.name for init in graph.initializer if init.data_type in FLOAT_TYPES}
     producer = {out: node.op_type for node in graph.node for out in node.output}
     selected: set[str] = set()

@@ -100,9 +100,11 @@ def _half_square(g: _GraphBuilder, x: str) -> str:
     return g.op("Mul", g.op("Mul", x, x), g.const(0.5))
 
 
-def _squared_error(g: _GraphBuilder, label: str, prediction: str) -> str:
-    """:math:`\\ell = \\frac12 (p - y)^2`."""
-    return _half_square(g, _diff(g, label, prediction))
+def _squared_error(g: _GraphBuilder, label: str, prediction: str, factor: float = 0.5) -> str:
+    """:math:`\\ell = c (p - y)^2`, :math:`c` = ``factor``: :math:`\\frac12` for training
+    (the gradient is the residual), 1 for the seed's ``add_loss_output``."""
+    d = _diff(g, label, prediction)
+    return g.op("Mul", g.op("Mul", d, d), g.const(factor))
 
 
 def _absolute_error(g: _GraphBuilder, label: str, prediction: str) -> str:
@@ -157,6 +159,22 @@ def _epsilon_insensitive(
         raise ValueError(f"epsilon_insensitive needs epsilon >= 0, got {epsilon}.")
     a = g.op("Abs", _diff(g, label, prediction))
     return _relu(g, g.op("Sub", a, g.const(epsilon)))
+
+
+def _log_probability(g: _GraphBuilder, label: str, prediction: str, eps: float = 1e-5) -> str:
+    """Binary log loss of a probability, the seed API's ``add_loss_output(..., 'log')``:
+    :math:`p` is the last column of the prediction (the probability of class 1, whether
+    the model outputs one column or both), clipped to :math:`[\\epsilon, 1 - \\epsilon]`,
+    :math:`\\ell = -y \\log p - (1 - y) \\log(1 - p)`."""
+    if not 0 < eps < 0.5:
+        raise ValueError(f"log_probability needs 0 < eps < 0.5, got {eps}.")
+    last = g.op("Slice", prediction, g.const([-1], dtype=np.int64),
+                g.const([np.iinfo(np.int64).max], dtype=np.int64), g.const([1], dtype=np.int64))
+    p = g.op("Clip", last, g.const(eps, scalar=True), g.const(1.0 - eps, scalar=True))
+    pos = g.op("Mul", label, g.op("Log", p))
+    one = g.const(1.0)
+    neg = g.op("Mul", g.op("Sub", one, label), g.op("Log", g.op("Sub", one, p)))
+    return g.op("Neg", g.op("Add", pos, neg))
 
 
 def _log(g: _GraphBuilder, label: str, prediction: str, eps: float = 1e-5) -> str:
@@ -269,6 +287,7 @@ LOSS_BUILDERS: dict[str, LossBuilder] = {
     "huber": _huber,
     "epsilon_insensitive": _epsilon_insensitive,
     "log": _log,
+    "log_probability": _log_probability,
     "softmax_log": _softmax_log,
     "hinge": _hinge,
     "modified_huber": _modified_huber,
@@ -286,9 +305,10 @@ def build_loss_graph(
     dtype: np.dtype | type = np.float32,
     weighted: bool = False,
     opset: int = OPSET,
+    per_row: bool = False,
     **params: float,
 ) -> ModelProto:
-    """Build the ONNX graph of a loss summed over a batch.
+    """Build the ONNX graph of a loss summed over a batch (or of every row's loss).
 
     The graph computes, for ``label`` :math:`y` and ``prediction`` :math:`p` of shape
     ``[N, K]`` and optional ``weight`` :math:`w` of shape ``[N]``,
@@ -325,6 +345,9 @@ def build_loss_graph(
         Element type of every input and of the output (float32 or float64).
     weighted : bool
         Add the input ``weight`` of shape ``[N]``.
+    per_row : bool
+        Return the loss of every row, :math:`w_i \\sum_k \\ell(y_{ik}, p_{ik})`, of shape
+        ``[N]``, instead of their sum.
     opset : int
         Version of the main ONNX domain, between 13 and :data:`OPSET`.
     **params
@@ -361,11 +384,14 @@ def build_loss_graph(
     g = _GraphBuilder(dtype)
     per_element = builder(g, "label", "prediction", **params)
     # [N, K] -> [N] first, then the weights multiply whole rows.
-    per_row = g.op("ReduceSum", per_element, g.const([1], dtype=np.int64), keepdims=0)
+    row_loss = g.op("ReduceSum", per_element, g.const([1], dtype=np.int64), keepdims=0)
     if weighted:
-        per_row = g.op("Mul", per_row, "weight")
-    # No axes: ReduceSum reduces every axis, keepdims=0 gives a scalar.
-    g.op("ReduceSum", per_row, output="loss", keepdims=0)
+        row_loss = g.op("Mul", row_loss, "weight")
+    if per_row:
+        g.op("Identity", row_loss, output="loss")
+    else:
+        # No axes: ReduceSum reduces every axis, keepdims=0 gives a scalar.
+        g.op("ReduceSum", row_loss, output="loss", keepdims=0)
 
     inputs = [
         helper.make_tensor_value_info("label", elem, [None, None]),
@@ -377,7 +403,7 @@ def build_loss_graph(
         g.nodes,
         f"loss_{kind}",
         inputs,
-        [helper.make_tensor_value_info("loss", elem, [])],
+        [helper.make_tensor_value_info("loss", elem, [None] if per_row else [])],
         g.initializers,
     )
     return make_model(graph, opset=opset)

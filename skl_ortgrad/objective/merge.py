@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 from onnx import ModelProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
 
 from skl_ortgrad.graph.dtypes import FLOAT_TYPES, numpy_dtype
+from skl_ortgrad.graph.external import check_external_data
 from skl_ortgrad.graph.model import OPSET, graph_names, rebuild_model, unique_name
 from skl_ortgrad.graph.opset import main_opset
 from skl_ortgrad.objective.loss_graphs import MIN_OPSET, build_loss_graph
@@ -24,6 +26,7 @@ def merge_loss_graph(
     label_name: str = "label",
     weight_name: str | None = None,
     loss_name: str = "loss",
+    external_data_dir: str | None = None,
 ) -> ModelProto:
     """Connect an output of a model to the ``prediction`` input of a loss graph.
 
@@ -37,8 +40,8 @@ def merge_loss_graph(
     onx : ModelProto
         The model. Its initializers keep their names (they are the weights to train).
     loss_graph : ModelProto
-        A graph with inputs ``label``, ``prediction`` (and ``weight``) and one scalar
-        output ``loss``.
+        A graph with inputs ``label``, ``prediction`` (and ``weight``) and one output
+        ``loss``, a scalar or one value per row.
     output_index : int
         Which output of ``onx`` is the prediction. A rank-1 output ``[N]`` is reshaped
         into ``[N, 1]`` to match the label ``[N, 1]``.
@@ -49,6 +52,9 @@ def merge_loss_graph(
         weighted, forbidden otherwise.
     loss_name : str
         Name of the only output of the result.
+    external_data_dir : str, optional
+        The folder tensors stored as external data may be read from; None refuses them
+        (:func:`~skl_ortgrad.graph.external.check_external_data`).
 
     Returns
     -------
@@ -62,6 +68,7 @@ def merge_loss_graph(
     ValueError
         On a name clash, a missing or unexpected weight, or a bad ``output_index``.
     """
+    onx = check_external_data(onx, external_data_dir)
     graph = onx.graph
     if not 0 <= output_index < len(graph.output):
         raise ValueError(
@@ -93,7 +100,20 @@ def merge_loss_graph(
     taken |= set(new_names)
 
     prediction_info = graph.output[output_index]
+    if not prediction_info.type.tensor_type.elem_type:
+        # A model cut at an intermediate result may declare its output untyped.
+        inferred = onnx.shape_inference.infer_shapes(onx).graph
+        prediction_info = next(
+            (info for info in [*inferred.output, *inferred.value_info]
+             if info.name == prediction_info.name and info.type.tensor_type.elem_type),
+            prediction_info,
+        )
     elem = prediction_info.type.tensor_type.elem_type
+    if not elem:
+        raise ValueError(
+            f"The model's output {prediction_info.name!r} has no element type and ONNX "
+            "shape inference cannot find it: declare the output's type."
+        )
     rank = _rank(prediction_info)
     nodes = list(graph.node)
     initializers = list(graph.initializer)
@@ -145,16 +165,32 @@ def merge_loss_graph(
     inputs.append(helper.make_tensor_value_info(label_name, elem, label_dims))
     if weighted:
         inputs.append(helper.make_tensor_value_info(weight_name, elem, [label_dims[0]]))
+    # A scalar loss, or one per row ([N]) when the loss graph says so.
+    loss_rank = len(loss_graph.graph.output[0].type.tensor_type.shape.dim)
     merged = helper.make_graph(
         nodes,
         graph.name,
         inputs,
-        [helper.make_tensor_value_info(loss_name, elem, [])],
+        [helper.make_tensor_value_info(loss_name, elem, [label_dims[0]] * loss_rank)],
         initializers,
         value_info=list(graph.value_info),
     )
     opset = max(main_opset(onx), main_opset(loss_graph))
     return rebuild_model(onx, merged, opset=opset, extra=(loss_graph,))
+
+
+#: add_loss_output's losses that differ from the training graphs of the same name: the
+#: seed's squared error is the plain sum of squares, its elastic loss l1 |d| + l2 d^2,
+#: where the training losses halve the square (their gradient is then the residual).
+_SEED_PARAMS = {
+    "squared_error": lambda params: {"factor": 1.0, **params},
+    "l2": lambda params: {"factor": 1.0, **params},
+    "square_error": lambda params: {"factor": 1.0, **params},
+    "elastic": lambda params: {**params, "l2_weight": 2 * params.get("l2_weight", 0.5)},
+}
+#: The seed's 'log' takes probabilities (the training 'log' takes raw scores); its labels
+#: are classes: an int64 input of one column, cast in the graph.
+_CLASS_LABELS = {"log": "log_probability"}
 
 
 def add_loss_output(
@@ -164,86 +200,123 @@ def add_loss_output(
     label_name: str = "label",
     weight_name: str | None = None,
     penalty: dict[str, dict[str, float]] | None = None,
-    output_index: int | None = None,
+    output_index: int | str | None = None,
+    external_data_dir: str | None = None,
     **kwargs: float,
 ) -> ModelProto:
-    """Append a loss (and penalties) to a model, see :func:`merge_loss_graph`.
+    """Append a loss (and penalties) to a model, the seed API's way.
 
     .. math::
 
         \\mathrm{loss} = \\sum_i w_i \\sum_k \\ell(y_{ik}, f(X; W)_{ik})
-        + \\sum_{V \\in \\mathrm{penalty}} l_1^V \\sum |V| + \\frac{l_2^V}{2} \\sum V^2
+        + \\sum_{V \\in \\mathrm{penalty}} l_1^V \\sum |V| + l_2^V \\sum V^2
+
+    with, for :math:`d = f(X; W) - y`:
+
+    * ``'squared_error'`` (``'l2'``): :math:`\\ell = d^2`;
+    * ``'absolute_error'`` (``'l1'``): :math:`\\ell = |d|`;
+    * ``'elastic'``: :math:`\\ell = l_1 |d| + l_2 d^2` (``l1_weight``, ``l2_weight``, 0.5 each
+      by default);
+    * ``'log'``: the binary log loss of a probability,
+      :math:`\\ell = -y \\log p - (1 - y) \\log(1 - p)`, :math:`p` the last column of the
+      prediction (``probabilities`` of a binary classifier), clipped to
+      :math:`[\\epsilon, 1 - \\epsilon]` (``eps``, default 1e-5); labels in {0, 1} as an int64
+      column;
+    * any other kind of :func:`~skl_ortgrad.objective.loss_graphs.build_loss_graph`
+      (``huber``, ``hinge``...), as defined there.
+
+    The training losses of the estimators halve the square; they are built by
+    :func:`merge_loss_graph`, not by this function.
 
     Parameters
     ----------
     onx : ModelProto
         The model.
     score_name : str
-        Kind of loss, any name accepted by
-        :func:`~skl_ortgrad.objective.loss_graphs.build_loss_graph`.
+        Kind of loss, see above.
     loss_name, label_name : str
-        Names of the loss output and of the label input.
+        Names of the loss output (shape ``(1, 1)``) and of the label input.
     weight_name : str, optional
         Name of a sample weight input (the loss becomes a weighted sum).
     penalty : dict, optional
-        ``{tensor name: {'l1': a, 'l2': b}}``: penalties added to the loss.
-    output_index : int, optional
-        Output of ``onx`` used as the prediction (None: the first one).
+        ``{tensor name: {'l1': a, 'l2': b}}``: penalties added to the loss, see
+        :func:`~skl_ortgrad.objective.penalty.penalty_loss_onnx`.
+    output_index : int or str, optional
+        Output of ``onx`` used as the prediction, by position or by name (None: the first
+        one).
+    external_data_dir : str, optional
+        The folder tensors stored as external data may be read from; None refuses them
+        (:func:`~skl_ortgrad.graph.external.check_external_data`).
     **kwargs
-        Parameters of the loss (``epsilon``, ``eps``, ...).
+        Parameters of the loss (``epsilon``, ``eps``, ``l1_weight``...).
 
     Returns
     -------
     ModelProto
-        The model whose only output is ``loss_name``.
+        The model whose only output is ``loss_name``, of shape ``(1, 1)``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown output, loss or penalty name.
     """
-    index = 0 if output_index is None else output_index
-    if not 0 <= index < len(onx.graph.output):
+    onx = check_external_data(onx, external_data_dir)
+    outputs = [out.name for out in onx.graph.output]
+    if isinstance(output_index, str):
+        if output_index not in outputs:
+            raise ValueError(f"output_index={output_index!r} is not an output of {outputs}.")
+        index = outputs.index(output_index)
+    else:
+        index = 0 if output_index is None else int(output_index)
+    if not 0 <= index < len(outputs):
         raise ValueError(
-            f"output_index={output_index} but the model has {len(onx.graph.output)} output(s)."
+            f"output_index={output_index} but the model has {len(outputs)} output(s)."
         )
     elem = onx.graph.output[index].type.tensor_type.elem_type
     if elem not in FLOAT_TYPES:
-        raise TypeError(f"Output {onx.graph.output[index].name!r} is not a float tensor.")
+        raise TypeError(f"Output {outputs[index]!r} is not a float tensor.")
+    params = _SEED_PARAMS.get(score_name, dict)(kwargs)
     # The loss graph follows the model's opset so merging never changes the meaning of
     # the model's operators.
     opset = min(OPSET, max(MIN_OPSET, main_opset(onx)))
     loss_graph = build_loss_graph(
-        score_name,
-        numpy_dtype(elem),
-        weighted=weight_name is not None,
-        opset=opset,
-        **kwargs,
+        _CLASS_LABELS.get(score_name, score_name), numpy_dtype(elem),
+        weighted=weight_name is not None, opset=opset, **params,
     )
-    if not penalty:
-        return merge_loss_graph(
-            onx,
-            loss_graph,
-            output_index=index,
-            label_name=label_name,
-            weight_name=weight_name,
-            loss_name=loss_name,
+    taken = graph_names(onx.graph)
+    clashes = sorted({label_name, loss_name, weight_name} & taken)
+    if clashes:
+        raise ValueError(
+            f"Names {clashes} are already used in the model: choose other label_name, "
+            "loss_name or weight_name (or cut the model with select_model_output)."
         )
-
-    taken = graph_names(onx.graph) | {label_name, loss_name}
+    taken |= {label_name, loss_name}
     if weight_name is not None:
         taken.add(weight_name)
+    class_labels = score_name in _CLASS_LABELS
+    float_label = unique_name(f"{label_name}_float", taken) if class_labels else label_name
     data_loss = unique_name(f"{loss_name}_data", taken)
     merged = merge_loss_graph(
-        onx,
-        loss_graph,
-        output_index=index,
-        label_name=label_name,
-        weight_name=weight_name,
-        loss_name=data_loss,
+        onx, loss_graph, output_index=index, label_name=float_label,
+        weight_name=weight_name, loss_name=data_loss,
     )
     graph = merged.graph
-    types = {i.name: i.data_type for i in graph.initializer}
-    types.update({i.name: i.type.tensor_type.elem_type for i in graph.input})
     taken |= graph_names(graph)
-    nodes = list(graph.node)
+    nodes: list[NodeProto] = []
+    inputs = list(graph.input)
+    if class_labels:
+        label_info = next(i for i in inputs if i.name == float_label)
+        rows = label_info.type.tensor_type.shape.dim[0]
+        inputs = [i for i in inputs if i.name != float_label]
+        inputs.insert(len(onx.graph.input), helper.make_tensor_value_info(
+            label_name, TensorProto.INT64, [rows.dim_param or None, 1]))
+        nodes.append(helper.make_node("Cast", [label_name], [float_label], to=elem,
+                                      name=unique_name(f"n_{float_label}", taken)))
+    nodes.extend(graph.node)
     total = data_loss
-    for name, coefs in penalty.items():
+    types = {i.name: i.data_type for i in graph.initializer}
+    types.update({i.name: i.type.tensor_type.elem_type for i in inputs})
+    for name, coefs in (penalty or {}).items():
         if name not in types:
             raise ValueError(f"Penalty on {name!r}, which is no initializer or input.")
         unknown = set(coefs) - {"l1", "l2"}
@@ -260,17 +333,20 @@ def add_loss_output(
         if types[name] != elem:
             pen = unique_name(f"{pen}_cast", taken)
             nodes.append(helper.make_node("Cast", [pen_nodes[-1].output[0]], [pen], to=elem))
-        is_last = name == list(penalty)[-1]
-        out = loss_name if is_last else unique_name(f"{loss_name}_partial", taken)
-        node_name = unique_name(f"n_{out}", taken)
-        nodes.append(helper.make_node("Add", [total, pen], [out], name=node_name))
+        out = unique_name(f"{loss_name}_partial", taken)
+        nodes.append(helper.make_node("Add", [total, pen], [out],
+                                      name=unique_name(f"n_{out}", taken)))
         total = out
+    # The seed's loss output is a (1, 1) tensor.
+    shape = unique_name(f"{loss_name}_shape", taken)
+    nodes.append(helper.make_node("Reshape", [total, shape], [loss_name],
+                                  name=unique_name(f"n_{loss_name}", taken)))
     new_graph = helper.make_graph(
         nodes,
         graph.name,
-        list(graph.input),
-        [helper.make_tensor_value_info(loss_name, elem, [])],
-        list(graph.initializer),
+        inputs,
+        [helper.make_tensor_value_info(loss_name, elem, [1, 1])],
+        [*graph.initializer, numpy_helper.from_array(np.array([1, 1], dtype=np.int64), shape)],
         value_info=list(graph.value_info),
     )
     return rebuild_model(merged, new_graph)

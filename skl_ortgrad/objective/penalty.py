@@ -20,10 +20,10 @@ def penalty_loss_onnx(
 
     .. math::
 
-        \\mathrm{<name>\\_penalty} = l_1 \\sum |W| + \\frac{l_2}{2} \\sum W^2
+        \\mathrm{<name>\\_penalty} = l_1 \\sum |W| + l_2 \\sum W^2
 
     a scalar of type ``dtype``. Its gradient is
-    :math:`l_1\\,\\mathrm{sign}(W) + l_2 W`.
+    :math:`l_1\\,\\mathrm{sign}(W) + 2 l_2 W` (the seed API's definition, seed 003).
 
     Parameters
     ----------
@@ -75,7 +75,7 @@ def penalty_loss_onnx(
         terms.append(op("Mul", [abs_sum, const(l1, "l1")], "l1pen"))
     if l2 != 0:
         sq_sum = op("ReduceSum", [op("Mul", [name, name], "sq")], "l2sum", keepdims=0)
-        terms.append(op("Mul", [sq_sum, const(l2 / 2, "l2")], "l2pen"))
+        terms.append(op("Mul", [sq_sum, const(l2, "l2")], "l2pen"))
     if not terms:
         nodes.append(
             helper.make_node(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from onnxruntime.capi._pybind_state import OrtDevice, get_available_providers
 
 _PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
@@ -27,16 +29,25 @@ def device_providers(device: str) -> list[str]:
     Raises
     ------
     ValueError
-        If ``device`` is a CUDA device and onnxruntime was built without CUDA (the CPU
-        package ``onnxruntime-training-cpu`` is installed, not ``onnxruntime-training``).
+        If ``device`` is a CUDA device and onnxruntime was built without CUDA (a CPU
+        package is installed: ``onnxruntime-training-cpu`` up to Python 3.12, plain
+        ``onnxruntime`` from 3.13 on); the message gives the README's install command
+        for the running Python.
     """
     kind, _ = parse_device(device)
     provider = _PROVIDERS[kind]
     if provider not in get_available_providers():
+        # onnxruntime-training's CUDA 12 build has wheels up to Python 3.12 only; later
+        # Pythons take onnxruntime-gpu (CUDA 13). Each replaces the CPU package.
+        install = (
+            "pip uninstall onnxruntime && pip install -e .[gpu-cuda13]"
+            if sys.version_info >= (3, 13)
+            else "pip uninstall onnxruntime-training-cpu && pip install -e .[gpu]"
+        )
         raise ValueError(
             f"device={device!r} needs {provider}, which this onnxruntime does not have "
-            f"(available: {get_available_providers()}). Install the CUDA build with "
-            "`pip uninstall onnxruntime-training-cpu && pip install skl_ortgrad[gpu]`."
+            f"(available: {get_available_providers()}). Install the CUDA build, in the "
+            f"skl_ortgrad checkout: `{install}`."
         )
     return [provider] if kind == "cpu" else [provider, _PROVIDERS["cpu"]]
 

@@ -34,7 +34,6 @@ start of the epoch, since the update may be half done.
 
 from __future__ import annotations
 
-import logging
 import math
 import signal
 import threading
@@ -44,28 +43,37 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import numpy_helper
+from onnxruntime import InferenceSession
 from onnxruntime.capi._pybind_state import OrtValue
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from tqdm.auto import tqdm
 
+from skl_ortgrad import _version
 from skl_ortgrad.exceptions import ConvergenceError, PickleVersionWarning
 from skl_ortgrad.gradient.backend import resolve_backend
 from skl_ortgrad.gradient.forward_backward import OrtGradientForwardBackward
 from skl_ortgrad.graph.dtypes import numpy_dtype
-from skl_ortgrad.graph.model import OPSET
+from skl_ortgrad.graph.external import check_external_data
+from skl_ortgrad.graph.model import OPSET, initializers_to_inputs
 from skl_ortgrad.graph.opset import main_opset
 from skl_ortgrad.graph.weights import get_train_initializer
 from skl_ortgrad.objective.merge import merge_loss_graph
 from skl_ortgrad.runtime.batches import MiniBatchLoader
 from skl_ortgrad.runtime.devices import device_providers, log_severity, ort_device, parse_device
 from skl_ortgrad.runtime.options import session_options
+from skl_ortgrad.training.progress import (
+    CONVERGED,
+    DIVERGED,
+    EARLY_STOPPING,
+    INTERRUPTED,
+    MAX_ITER,
+    BatchProgress,
+    TrainingProgress,
+)
 from skl_ortgrad.training.sgd_learning_loss import BaseLearningLoss
 from skl_ortgrad.training.sgd_learning_penalty import BaseLearningPenalty
 from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate
-
-logger = logging.getLogger(__name__)
 
 LABEL_NAME = "label"
 LOSS_NAME = "loss"
@@ -110,12 +118,6 @@ def _param_names(cls: type) -> list[str]:
     if cls not in _PARAM_NAMES:
         _PARAM_NAMES[cls] = sorted(cls._get_param_names())
     return _PARAM_NAMES[cls]
-
-
-def _package_version() -> str:
-    import skl_ortgrad
-
-    return skl_ortgrad.__version__
 
 
 class _DeferredInterrupt:
@@ -182,10 +184,14 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         If True, :meth:`fit` continues from the last fitted weights and ``t_``;
         otherwise it starts from the initializers of ``model_onnx``.
     verbose : int
-        0: silent; 1: a progress bar over epochs with the loss (and the validation score
-        or loss); 2: also a progress bar over the batches of each epoch, and
-        onnxruntime's warnings. Every epoch is also logged at INFO level on the
-        ``skl_ortgrad`` logger (``logging.getLogger("skl_ortgrad")``).
+        0: nothing shown; 1: in a terminal (or a notebook), a progress bar over the epochs
+        of :meth:`fit` with the loss (and the validation score or loss), elsewhere one
+        plain line per epoch, then a summary line (epochs run, final loss, why training
+        stopped, time); 2: also the loss and learning rate of every batch, and
+        onnxruntime's warnings. Whatever ``verbose``, every epoch, every
+        :meth:`partial_fit` call and the summary are logged at INFO level on the
+        ``skl_ortgrad`` logger (``logging.getLogger("skl_ortgrad")``), see
+        :mod:`skl_ortgrad.training.progress`.
     validation_every : float or int
         With validation data, compute the validation loss every
         ``max(1, round(validation_every * max_iter))`` epochs if below 1, else every
@@ -220,6 +226,10 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         Gradient backend: ``"auto"`` (onnxruntime-training where it imports, else
         ``"onnx"``), ``"onnxruntime-training"`` or ``"onnx"``, see
         :func:`skl_ortgrad.gradient.resolve_backend`.
+    external_data_dir : str, optional
+        The folder the tensors of ``model_onnx`` stored as external data may be read
+        from; None (default) refuses such tensors instead of reading them from the
+        current directory (see :func:`~skl_ortgrad.graph.external.check_external_data`).
 
     Attributes
     ----------
@@ -264,20 +274,24 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         n_iter_no_change: int = 5,
         n_threads: int = 1,
         backend: str = "auto",
+        external_data_dir: str | None = None,
     ) -> None:
         self.model_onnx = model_onnx
         self.weights_to_train = weights_to_train
         self.max_iter = max_iter
         self.batch_size = batch_size
-        self.learning_rate = learning_rate
+        # The seed API's three attributes are objects from construction on (seed 004), so
+        # a bad alias fails here; select returns an object unchanged, which keeps clone's
+        # identity check satisfied.
+        self.learning_rate = BaseLearningRate.select(learning_rate)
         self.device = device
         self.warm_start = warm_start
         self.verbose = verbose
         self.validation_every = validation_every
-        self.learning_loss = learning_loss
+        self.learning_loss = BaseLearningLoss.select(learning_loss)
         self.enable_logging = enable_logging
         self.weight_name = weight_name
-        self.learning_penalty = learning_penalty
+        self.learning_penalty = BaseLearningPenalty.select(learning_penalty)
         self.exc = exc
         self.penalized_weights = penalized_weights
         self.shuffle = shuffle
@@ -286,6 +300,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         self.n_iter_no_change = n_iter_no_change
         self.n_threads = n_threads
         self.backend = backend
+        self.external_data_dir = external_data_dir
 
     def set_params(self, **params: Any) -> OrtGradientForwardBackwardOptimizer:
         """Set parameters (scikit-learn's ``set_params``, with a fast path).
@@ -320,14 +335,35 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
             )
 
     def _model_dtype(self) -> np.dtype:
-        elem = self.model_onnx.graph.output[0].type.tensor_type.elem_type
+        """The element type of the model's first output (the prediction).
+
+        A model cut at an intermediate result may not declare it: shape inference finds it.
+
+        Raises
+        ------
+        ValueError
+            If neither the model nor shape inference tells it.
+        """
+        output = self.model_onnx.graph.output[0]
+        elem = output.type.tensor_type.elem_type
+        if not elem:
+            inferred = onnx.shape_inference.infer_shapes(self.model_onnx).graph
+            elem = next((info.type.tensor_type.elem_type
+                         for info in [*inferred.output, *inferred.value_info]
+                         if info.name == output.name), 0)
+        if not elem:
+            raise ValueError(
+                f"The model's output {output.name!r} has no element type and ONNX shape "
+                "inference cannot find it: declare the output's type (float or double)."
+            )
         return numpy_dtype(elem)
 
     def _initial_weights(self) -> tuple[list[str], list[np.ndarray]]:
+        model = check_external_data(self.model_onnx, self.external_data_dir)
         if self.weights_to_train is None:
-            inits = get_train_initializer(self.model_onnx)
+            inits = get_train_initializer(model)
         else:
-            available = {i.name: i for i in self.model_onnx.graph.initializer}
+            available = {i.name: i for i in model.graph.initializer}
             unknown = [name for name in self.weights_to_train if name not in available]
             if unknown:
                 raise ValueError(
@@ -350,6 +386,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         self.validation_scores_: list[float] = []
         self.n_iter_ = 0
         self._engines: dict[tuple, OrtGradientForwardBackward] = {}
+        self._row_loss_sessions: dict[tuple, InferenceSession] = {}
         self.__dict__.pop("_last_loader", None)
 
     def _penalized(self) -> list[np.ndarray]:
@@ -358,30 +395,38 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         index = {name: i for i, name in enumerate(self.weights_to_train_)}
         return [self.weights_[index[name]] for name in self.penalized_weights]
 
-    def _engine(self, weighted: bool) -> OrtGradientForwardBackward:
-        """The forward/backward engine of model + loss (built once per loss and weighting)."""
-        engines = self.__dict__.setdefault("_engines", {})
+    def _loss_key(self, weighted: bool) -> tuple:
         loss = self.learning_loss_
-        key = (
+        return (
             weighted, resolve_backend(self.backend), type(loss).__name__,
             tuple((name, getattr(loss, name)) for name in _param_names(type(loss))),
         )
+
+    def _training_model(self, weighted: bool, per_row: bool = False) -> onnx.ModelProto:
+        """The model with the loss appended: one scalar ``loss``, or one loss per row."""
+        opset = main_opset(self.model_onnx, default=OPSET)
+        weight_name = (self.weight_name or "sample_weight") if weighted else None
+        loss_graph = self.learning_loss_.build_onnx_function(
+            min(opset, OPSET), self.device, weighted=weighted, dtype=self._model_dtype(),
+            per_row=per_row,
+        )
+        return merge_loss_graph(
+            check_external_data(self.model_onnx, self.external_data_dir), loss_graph,
+            output_index=0, label_name=LABEL_NAME,
+            weight_name=weight_name, loss_name=LOSS_NAME,
+        )
+
+    def _engine(self, weighted: bool) -> OrtGradientForwardBackward:
+        """The forward/backward engine of model + loss (built once per loss and weighting)."""
+        engines = self.__dict__.setdefault("_engines", {})
+        key = self._loss_key(weighted)
         if key not in engines:
-            opset = main_opset(self.model_onnx, default=OPSET)
-            weight_name = (self.weight_name or "sample_weight") if weighted else None
-            loss_graph = self.learning_loss_.build_onnx_function(
-                min(opset, OPSET), self.device, weighted=weighted, dtype=self._model_dtype()
-            )
-            train_model = merge_loss_graph(
-                self.model_onnx, loss_graph, output_index=0, label_name=LABEL_NAME,
-                weight_name=weight_name, loss_name=LOSS_NAME,
-            )
             options = session_options(
                 self.n_threads, log_severity(self.enable_logging, self.verbose)
             )
             _, index = parse_device(self.device)
             engines[key] = OrtGradientForwardBackward(
-                train_model,
+                self._training_model(weighted),
                 weights_to_train=self.weights_to_train_,
                 sess_options=options,
                 providers=device_providers(self.device),
@@ -507,7 +552,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         self._resolve_objects()
         if not hasattr(self, "weights_"):
             self._reset()
-        self._run(data, 1, None, None, None)
+        self._run(data, 1, None, None, None, partial=True)
         return self
 
     def _random_state(self) -> np.random.RandomState:
@@ -548,67 +593,95 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
 
     def _run(
         self, data: tuple[list[Any], bool], epochs: int, X_val: Any, y_val: Any,
-        val_scorer: Any,
+        val_scorer: Any, partial: bool = False,
     ) -> int:
-        """Run up to ``epochs`` epochs over checked ``data``; return how many ran."""
+        """Run up to ``epochs`` epochs over checked ``data``; return how many ran.
+
+        Every epoch is reported, and the call ends, whatever stops it, with the summary
+        line of :class:`~skl_ortgrad.training.progress.TrainingProgress` saying why.
+        """
         arrays, weighted = data
         engine = self._engine(weighted)
         device = ort_device(engine.cls_type_.device)
         loader = self._loader(arrays, weighted, device)
         period = self._validation_period()
         best, no_improvement = np.inf, 0
-        # tqdm costs 0.1 ms even disabled, a tenth of a partial_fit call on a small batch.
-        progress = (
-            tqdm(range(epochs), unit="epoch", leave=False) if self.verbose else range(epochs)
+        progress = TrainingProgress(
+            self.verbose, epochs, partial, len(self.train_losses_) + 1, arrays[0].shape[0]
         )
         self.epochs_completed_ = epoch = 0
-        with _DeferredInterrupt() as interrupt:
-            for epoch in progress:
-                snapshot = self.get_state()
-                try:
-                    loss = self._epoch(engine, loader, interrupt)
-                except _Diverged as diverged:
-                    self.set_state(snapshot)
-                    self._diverged(diverged)
-                    return epoch
-                except _TornUpdate as torn:
-                    # The exception hit the middle of an update: some weights may have
-                    # moved, others not. Back to the start of the epoch, a consistent state.
-                    self.set_state(snapshot)
-                    raise torn.__cause__ from None
-                self.train_losses_.append(loss)
-                self.epochs_completed_ = epoch + 1
-                if interrupt.pending:
-                    # Ctrl-C during the last batch of the epoch: the epoch is complete.
-                    raise KeyboardInterrupt
-                monitored = loss
-                if X_val is not None and ((epoch + 1) % period == 0 or epoch == epochs - 1):
-                    if val_scorer is None:
-                        monitored = self.losses(X_val, y_val)
-                        self.validation_losses_.append(monitored)
-                    else:
-                        score = float(val_scorer())
-                        self.validation_scores_.append(score)
-                        monitored = -score
-                self._report(progress, epoch, loss)
-                if self.tol is not None:
-                    no_improvement = no_improvement + 1 if monitored > best - self.tol else 0
-                    best = min(best, monitored)
-                    if no_improvement >= self.n_iter_no_change:
-                        return epoch + 1
-        return epoch + 1 if epochs else 0
+        # Any other exception (a failing learning-rate object...) keeps this reason.
+        reason = "stopped by an exception"
+        try:
+            with _DeferredInterrupt() as interrupt:
+                for epoch in range(epochs):
+                    snapshot = self.get_checkpoint()
+                    try:
+                        loss = self._epoch(engine, loader, interrupt)
+                    except _Diverged as diverged:
+                        self.set_checkpoint(snapshot)
+                        reason = DIVERGED
+                        self._diverged(diverged)
+                        return epoch
+                    except _TornUpdate as torn:
+                        # The exception hit the middle of an update: some weights may have
+                        # moved, others not. Back to the start of the epoch, a consistent
+                        # state.
+                        self.set_checkpoint(snapshot)
+                        raise torn.__cause__ from None
+                    self.train_losses_.append(loss)
+                    self.epochs_completed_ = epoch + 1
+                    if interrupt.pending:
+                        # Ctrl-C during the last batch of the epoch: the epoch is complete.
+                        raise KeyboardInterrupt
+                    monitored = loss
+                    if X_val is not None and (
+                        (epoch + 1) % period == 0 or epoch == epochs - 1
+                    ):
+                        if val_scorer is None:
+                            monitored = self._mean_loss(X_val, y_val)
+                            self.validation_losses_.append(monitored)
+                        else:
+                            score = float(val_scorer())
+                            self.validation_scores_.append(score)
+                            monitored = -score
+                    self._report(progress, loss)
+                    if self.tol is not None:
+                        no_improvement = (
+                            no_improvement + 1 if monitored > best - self.tol else 0
+                        )
+                        best = min(best, monitored)
+                        if no_improvement >= self.n_iter_no_change:
+                            reason = self._stop_reason(X_val, val_scorer)
+                            return epoch + 1
+                reason = MAX_ITER
+            return epoch + 1 if epochs else 0
+        except KeyboardInterrupt:
+            reason = INTERRUPTED
+            raise
+        finally:
+            progress.close(reason, self.epochs_completed_)
 
-    def _report(self, progress: Any, epoch: int, loss: float) -> None:
-        """Log the epoch, and show it on the progress bar when ``verbose``."""
+    def _stop_reason(self, X_val: Any, val_scorer: Any) -> str:
+        """Why the ``tol`` rule stopped training, for the summary line."""
+        if X_val is None:
+            kind, monitored = CONVERGED, "training loss"
+        else:
+            kind = EARLY_STOPPING
+            monitored = "validation loss" if val_scorer is None else "validation score"
+        return (
+            f"{kind} (the {monitored} improved by less than tol={self.tol:g} for "
+            f"{self.n_iter_no_change} epochs)"
+        )
+
+    def _report(self, progress: TrainingProgress, loss: float) -> None:
+        """Report the epoch that just ended: its loss and the last validation result."""
         shown = {"loss": f"{loss:.4g}"}
         if self.validation_scores_:
             shown["validation score"] = f"{self.validation_scores_[-1]:.4g}"
         elif self.validation_losses_:
             shown["validation loss"] = f"{self.validation_losses_[-1]:.4g}"
-        logger.info("epoch %d: %s", len(self.train_losses_),
-                    ", ".join(f"{key}={value}" for key, value in shown.items()))
-        if self.verbose:
-            progress.set_postfix(shown)
+        progress.epoch(len(self.train_losses_), shown)
 
     def _epoch(
         self,
@@ -645,13 +718,11 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         totals = loader.totals
         total, previous = 0.0, None
         updating = False
-        # verbose >= 2: a progress bar over the batches with the batch loss and rate.
-        detail = self.verbose >= 2
-        batches = (
-            tqdm(range(len(rows)), unit="batch", leave=False) if detail else range(len(rows))
-        )
+        # verbose >= 2: the loss and learning rate of every batch.
+        detail = BatchProgress(len(rows), len(self.train_losses_) + 1) if (
+            self.verbose >= 2) else None
         try:
-            for batch in batches:
+            for batch in range(len(rows)):
                 if interrupt.pending:
                     # Ctrl-C arrived during the previous batch: stop at its end.
                     raise KeyboardInterrupt
@@ -668,14 +739,15 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                 updating = False
                 total += loss
                 previous = loss
-                if detail:
-                    batches.set_postfix(
-                        loss=f"{_batch_mean(loss, totals[batch]):.4g}", eta=f"{eta:.3g}"
-                    )
+                if detail is not None:
+                    detail.update(batch, _batch_mean(loss, totals[batch]), eta)
         except BaseException as exc:
             if updating:
                 raise _TornUpdate() from exc
             raise
+        finally:
+            if detail is not None:
+                detail.close()
         if not all(np.isfinite(w).all() for w in weights):
             # Finite losses but an update that overflowed (the next forward would fail).
             last = _batch_mean(previous, totals[-1])
@@ -699,21 +771,50 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
 
     # -- state and evaluation ---------------------------------------------------------
 
-    def get_state(self) -> dict[str, Any]:
-        """Return a copy of the training state: weights, ``t_`` and the rate's state."""
+    def get_state(self) -> list[np.ndarray]:
+        """Return a copy of the trained weights, in the order of ``weights_to_train_``
+        (the seed API's ``state_tensors = train_session.get_state()``)."""
+        return [w.copy() for w in self.weights_]
+
+    def set_state(self, state: list[np.ndarray]) -> None:
+        """Set the weights from a list like :meth:`get_state`'s (copied into the buffers
+        onnxruntime reads, cast to their dtype).
+
+        Raises
+        ------
+        ValueError
+            If the number of tensors or a shape differs from the trained weights'.
+        """
+        state = list(state)
+        if len(state) != len(self.weights_):
+            raise ValueError(
+                f"set_state expects {len(self.weights_)} tensors "
+                f"({self.weights_to_train_}), got {len(state)}."
+            )
+        for name, target, source in zip(self.weights_to_train_, self.weights_, state,
+                                        strict=True):
+            if np.shape(source) != target.shape:
+                raise ValueError(
+                    f"Weight {name!r} has shape {target.shape}, got {np.shape(source)}."
+                )
+        for target, source in zip(self.weights_, state, strict=True):
+            np.copyto(target, source, casting="same_kind")
+
+    def get_checkpoint(self) -> dict[str, Any]:
+        """Return a copy of the whole training state: the weights, ``t_`` and the learning
+        rate's state (momentum velocities, Adam's moments)."""
         return {
-            "weights": [w.copy() for w in self.weights_],
+            "weights": self.get_state(),
             "t": self.t_,
             "lr_state": [s.copy() for s in self.lr_state_],
         }
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore a state from :meth:`get_state` (copied into the existing buffers)."""
-        for target, source in zip(self.weights_, state["weights"], strict=True):
+    def set_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Restore a state from :meth:`get_checkpoint` (copied into the existing buffers)."""
+        self.set_state(checkpoint["weights"])
+        for target, source in zip(self.lr_state_, checkpoint["lr_state"], strict=True):
             np.copyto(target, source)
-        for target, source in zip(self.lr_state_, state["lr_state"], strict=True):
-            np.copyto(target, source)
-        self.t_ = state["t"]
+        self.t_ = checkpoint["t"]
 
     def get_trained_onnx(self, model: onnx.ModelProto | None = None) -> onnx.ModelProto:
         """Return a copy of ``model`` (default ``model_onnx``) with the trained weights."""
@@ -725,26 +826,47 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                 init.CopyFrom(numpy_helper.from_array(trained[init.name], init.name))
         return result
 
-    def losses(self, X: Any, y: Any, sample_weight: Any = None) -> float:
-        r"""Weighted mean loss :math:`\sum_i s_i \ell_i / \sum_i s_i` on ``(X, y)``."""
+    def losses(self, X: Any, y: Any, sample_weight: Any = None) -> np.ndarray:
+        r"""The loss of every row, :math:`s_i \ell_i` (:math:`s_i = 1` without sample
+        weights), with the current weights: an array of shape ``(n_samples,)``."""
         arrays, weighted = self._as_arrays(X, y, sample_weight)
         if not isinstance(arrays[0], np.ndarray):
             arrays[0] = arrays[0].toarray()
-        function = self._engine(weighted).new_instance()
-        outputs = function.forward([np.ascontiguousarray(a) for a in arrays] + self.weights_)
-        total = float(np.sum(arrays[2], dtype=np.float64)) if weighted else arrays[0].shape[0]
-        return float(outputs[0].numpy()) / total if total else 0.0
+        sessions = self.__dict__.setdefault("_row_loss_sessions", {})
+        key = self._loss_key(weighted)
+        if key not in sessions:
+            model = initializers_to_inputs(
+                self._training_model(weighted, per_row=True), self.weights_to_train_
+            )
+            sessions[key] = InferenceSession(
+                model.SerializeToString(),
+                session_options(self.n_threads, log_severity(self.enable_logging, self.verbose)),
+                providers=device_providers(self.device),
+            )
+        session = sessions[key]
+        names = [feed.name for feed in session.get_inputs()]
+        feeds = dict(zip(names, [np.ascontiguousarray(a) for a in arrays] + self.weights_,
+                         strict=True))
+        return session.run(None, feeds)[0]
+
+    def _mean_loss(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        r"""Weighted mean loss :math:`\sum_i s_i \ell_i / \sum_i s_i` on ``(X, y)``."""
+        per_row = self.losses(X, y, sample_weight)
+        total = float(np.sum(sample_weight)) if sample_weight is not None else len(per_row)
+        return float(np.sum(per_row, dtype=np.float64)) / total if total else 0.0
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
-        """Opposite of :meth:`losses` (higher is better, scikit-learn's convention)."""
-        return -self.losses(X, y, sample_weight)
+        """The opposite of the weighted mean of :meth:`losses` (higher is better,
+        scikit-learn's convention)."""
+        return -self._mean_loss(X, y, sample_weight)
 
     def __getstate__(self) -> dict[str, Any]:
         # onnxruntime objects do not pickle: drop the engines, rebuilt on demand.
         state = self.__dict__.copy()
         state.pop("_engines", None)
+        state.pop("_row_loss_sessions", None)
         state.pop("_last_loader", None)
-        state["_skl_ortgrad_version"] = _package_version()
+        state["_skl_ortgrad_version"] = _version.__version__
         state["_state_format"] = _STATE_FORMAT
         return state
 
@@ -763,9 +885,11 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
             If another version of skl_ortgrad wrote a state in the same format.
         """
         state = dict(state)
+        # Pickles older than the parameter read no external data, as its default.
+        state.setdefault("external_data_dir", None)
         version = state.pop("_skl_ortgrad_version", None)
         state_format = state.pop("_state_format", 1)  # pickles older than the field: 1
-        current = _package_version()
+        current = _version.__version__
         if state_format != _STATE_FORMAT:
             raise ValueError(
                 f"This model was pickled by skl_ortgrad {version} (training state format "

@@ -106,6 +106,7 @@ class BaseLearningLoss(BaseLearningObject, family="learning loss"):
         device: str,
         weighted: bool = False,
         dtype: type | np.dtype = np.float32,
+        per_row: bool = False,
     ) -> onnx.ModelProto:
         """Return the loss graph.
 
@@ -119,15 +120,18 @@ class BaseLearningLoss(BaseLearningObject, family="learning loss"):
             Add the input ``weight`` of shape ``[N]`` (sample weights).
         dtype : numpy dtype, default=np.float32
             Element type of the inputs and of the output.
+        per_row : bool, default=False
+            Output the loss of every row (shape [N]) instead of their sum.
 
         Returns
         -------
         onnx.ModelProto
             Inputs ``label`` [N, K], ``prediction`` [N, K] (and ``weight`` [N]); output the
-            scalar ``loss``.
+            scalar ``loss`` (or [N] with ``per_row``).
         """
         kind, params = self._graph_kind()
-        return build_loss_graph(kind, dtype=dtype, weighted=weighted, opset=opset, **params)
+        return build_loss_graph(kind, dtype=dtype, weighted=weighted, opset=opset,
+                                per_row=per_row, **params)
 
     # ------------------------------------------------------------------ gradient
     def _gradient_session(self, weighted: bool, dtype: np.dtype) -> Any:

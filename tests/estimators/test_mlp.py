@@ -51,6 +51,20 @@ def test_classifier_log_loss_step_for_step_like_scikit_learn(loader):
     _steps(ours, theirs, X, y, classes=np.unique(y))
 
 
+@pytest.mark.parametrize(("ours_cls", "theirs_cls"), [
+    (OnnxMLPRegressor, MLPRegressor), (OnnxMLPClassifier, MLPClassifier)])
+def test_loss_is_the_last_epochs_loss_like_scikit_learn(ours_cls, theirs_cls):
+    X, y = load_iris(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    ours, theirs = _sgd_pair(ours_cls, theirs_cls, len(X), "tanh", alpha=0.0)
+    kwargs = {"classes": np.unique(y)} if ours_cls is OnnxMLPClassifier else {}
+    _steps(ours, theirs, X, y, steps=5, **kwargs)
+    assert ours.loss_ == ours.loss_curve_[-1]
+    assert ours.loss_ == pytest.approx(theirs.loss_, rel=1e-6)
+    ours.set_params(max_iter=3, tol=None).fit(X, y)
+    assert ours.loss_ == ours.loss_curve_[-1] and len(ours.loss_curve_) == 3
+
+
 def test_alpha_is_scikit_learns_l2():
     """alpha applied as a decay after the step differs from scikit-learn's gradient term
     by O(eta² alpha / n) per step: close to it, and far from no penalty."""

@@ -77,7 +77,7 @@ def test_unknown_labels_in_partial_fit(data):
     snapshot = _snapshot(model)
     with pytest.raises(ValueError, match=r"Labels \[2\] are not in classes_=\[0, 1\]"):
         model.partial_fit(X, y)
-    with pytest.raises(ValueError, match="is not classes_"):
+    with pytest.raises(ValueError, match="is not the same as on last call to partial_fit"):
         model.partial_fit(X, y, classes=[0, 1, 2])
     _assert_unchanged(model, snapshot)
 

@@ -185,7 +185,7 @@ def test_engine_gradients_agree(mlp_onnx, regression_data):
         weights = [engine.get_initializer(name) for name in engine.cls_type_.weights_to_train]
         function = engine.new_instance()
         loss = function.forward([X, y.reshape(-1, 1), *weights], training=True)[0].numpy()
-        grads = function.backward([np.array(1, dtype=np.float32)])
-        gradients[backend] = [float(loss), *(grads[i].numpy() for i in range(len(weights)))]
+        grads = function.backward([np.ones((1, 1), dtype=np.float32)])
+        gradients[backend] = [loss, *(grads[i].numpy() for i in range(len(weights)))]
     for a, b in zip(*gradients.values(), strict=True):
         np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)

@@ -44,19 +44,21 @@ def test_options_are_distinct_flags():
 
 
 def test_zero_linear_regression(linreg, backend):
+    """Seed 002: weights=None and inputs=None differentiate all real weights and inputs."""
     onx, X, _, coef, intercept = linreg
     grad = onnx_derivative(onx, backend=backend)
     assert not any(n.op_type == "YieldOp" for n in grad.graph.node)
     sess = session(grad)
     names = [i.name for i in sess.get_inputs()]
     assert names == ["X", "coef", "intercept", "variable_grad"]
-    assert [o.name for o in sess.get_outputs()] == ["coef_grad", "intercept_grad"]
+    assert [o.name for o in sess.get_outputs()] == ["X_grad", "coef_grad", "intercept_grad"]
     g = np.random.default_rng(1).standard_normal((X.shape[0], 1)).astype(np.float32)
     # Other weights than the trained ones: the weights are inputs.
     coef2 = coef + 1
-    coef_grad, intercept_grad = sess.run(
+    X_grad, coef_grad, intercept_grad = sess.run(
         None, {"X": X, "coef": coef2, "intercept": intercept, "variable_grad": g}
     )
+    np.testing.assert_allclose(X_grad, g @ coef2.T, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(coef_grad, X.T @ g, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(intercept_grad, g.sum(axis=0), rtol=1e-5, atol=1e-5)
 
@@ -77,7 +79,7 @@ def test_keep_yield_op_needs_the_training_backend(linreg):
 
 def test_keep_outputs_fill_grad(linreg, backend):
     onx, X, _, coef, intercept = linreg
-    grad = onnx_derivative(onx, options=D.KeepOutputs | D.FillGrad, backend=backend)
+    grad = onnx_derivative(onx, inputs=[], options=D.KeepOutputs | D.FillGrad, backend=backend)
     sess = session(grad)
     assert [i.name for i in sess.get_inputs()] == ["X", "coef", "intercept"]
     assert [o.name for o in sess.get_outputs()] == ["variable", "coef_grad", "intercept_grad"]
@@ -102,26 +104,38 @@ def test_loss_option(linreg, tmp_path, backend):
     with_loss = add_loss_output(onx)
     path = tmp_path / "grad.onnx"
     grad = onnx_derivative(
-        with_loss, options=D.Loss | D.KeepOutputs, path_name=str(path), backend=backend
+        with_loss, weights=["coef", "intercept"], options=D.Loss | D.KeepOutputs,
+        path_name=str(path), backend=backend,
     )
     assert path.exists()
     assert onnx.load(str(path)).graph.output[0].name == "loss"
     sess = session(grad)
     assert [i.name for i in sess.get_inputs()] == ["X", "label", "coef", "intercept"]
+    # inputs=None: every real input but the label.
+    assert [o.name for o in sess.get_outputs()] == [
+        "loss", "X_grad", "coef_grad", "intercept_grad"]
     coef2 = coef * 0.5
-    loss, coef_grad, intercept_grad = sess.run(
+    loss, X_grad, coef_grad, intercept_grad = sess.run(
         None, {"X": X, "label": y.reshape(-1, 1), "coef": coef2, "intercept": intercept}
     )
     residual = X @ coef2 + intercept - y.reshape(-1, 1)
-    assert loss == pytest.approx(0.5 * (residual**2).sum(), rel=1e-4)
-    np.testing.assert_allclose(coef_grad, X.T @ residual, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(intercept_grad, residual.sum(axis=0), rtol=1e-4, atol=1e-4)
+    # add_loss_output's squared error is the plain sum of squares (seed 003).
+    assert loss.shape == (1, 1)
+    assert loss[0, 0] == pytest.approx((residual**2).sum(), rel=1e-4)
+    np.testing.assert_allclose(X_grad, 2 * residual @ coef2.T, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(coef_grad, 2 * X.T @ residual, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(intercept_grad, 2 * residual.sum(axis=0), rtol=1e-4,
+                               atol=1e-4)
 
 
 def test_errors(linreg):
     onx = linreg[0]
     with pytest.raises(ValueError, match="Nothing to differentiate"):
-        onnx_derivative(onx, weights=[])
+        onnx_derivative(onx, weights=[], inputs=[])
+    with pytest.raises(TypeError, match="options must be a DerivativeOptions"):
+        onnx_derivative(onx, options="Loss")
+    # An int of the same flags is accepted.
+    assert onnx_derivative(onx, options=int(D.KeepOutputs)).graph.output[0].name == "variable"
     with pytest.raises(ValueError, match="not initializers"):
         onnx_derivative(onx, weights=["nope"])
     with pytest.raises(ValueError, match="not inputs"):
@@ -138,10 +152,11 @@ def test_mlp_regressor_finite_differences(backend):
         warnings.simplefilter("ignore")
         mlp = MLPRegressor(hidden_layer_sizes=(4,), activation="tanh", max_iter=20).fit(X, y)
     onx = to_onnx(mlp, X[:1], target_opset=TARGET)
-    grad = onnx_derivative(add_loss_output(onx), options=D.Loss | D.KeepOutputs, backend=backend)
+    names = ["coefficient", "intercepts", "coefficient1", "intercepts1"]
+    grad = onnx_derivative(add_loss_output(onx), weights=names, inputs=[],
+                           options=D.Loss | D.KeepOutputs, backend=backend)
     sess = session(grad)
-    names = [i.name for i in sess.get_inputs()][2:]
-    assert names == ["coefficient", "intercepts", "coefficient1", "intercepts1"]
+    assert [i.name for i in sess.get_inputs()][2:] == names
     weights = {n: onnx.numpy_helper.to_array(i) for i in onx.graph.initializer for n in [i.name]}
     feeds = {"X": X, "label": y.reshape(-1, 1), **{n: weights[n].copy() for n in names}}
     _, *grads = sess.run(None, feeds)
@@ -149,7 +164,7 @@ def test_mlp_regressor_finite_differences(backend):
     def loss_at(name, idx, delta):
         local = {**feeds, name: feeds[name].copy()}
         local[name][idx] += delta
-        return float(sess.run(None, local)[0])
+        return float(sess.run(None, local)[0][0, 0])
 
     h = 1e-2
     for name, g in zip(names, grads, strict=True):

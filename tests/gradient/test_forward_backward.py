@@ -116,11 +116,15 @@ def test_unknown_or_integer_weight_is_an_error(linear_onnx):
 
 def test_pickle_rebuilds_sessions(linear_onnx, regression_data, backend):
     X, _ = regression_data
-    engine = OrtGradientForwardBackward(linear_onnx, class_name="LinearFB", backend=backend)
+    engine = OrtGradientForwardBackward(linear_onnx, ["coef", "intercept"], class_name="LinearFB",
+                                        backend=backend)
     clone = pickle.loads(pickle.dumps(engine))
     assert clone.cls_type_.__name__ == "LinearFB"
     assert clone.backend_ == engine.backend_ == backend
-    assert "weights_to_train=['coef', 'intercept']" in repr(clone)
+    # The usual repr: the class and the constructor arguments that are not defaults.
+    assert repr(clone) == (
+        f"OrtGradientForwardBackward(<ModelProto {linear_onnx.graph.name!r}>, "
+        f"weights_to_train=['coef', 'intercept'], class_name='LinearFB', backend={backend!r})")
     feeds = [X, engine.get_initializer("coef"), engine.get_initializer("intercept")]
     np.testing.assert_array_equal(
         clone.new_instance().forward(feeds)[0].numpy(),
@@ -133,6 +137,12 @@ def test_save_onnx_graph(linear_onnx, tmp_path, backend):
     paths = engine.save_onnx_graph(str(tmp_path), prefix="lin", suffix=".v1")
     assert sorted(os.path.basename(p) for p in paths.values()) == [
         "lin.forward.v1.onnx", "lin.gradient.v1.onnx"]
+    # Seed 001: a classmethod of the generated function class, named after it by default.
+    cls = engine.cls_type_
+    paths = cls.save_onnx_graph(str(tmp_path / "by_class"))
+    assert os.path.basename(paths["forward"]) == f"{cls.__name__}.forward.onnx"
+    with open(paths["gradient"], "rb") as f:
+        assert f.read() == engine.gradient_model_
 
 
 def test_get_initializer_missing(linear_onnx, backend):

@@ -12,6 +12,7 @@ from skl_ortgrad import SquareLearningLoss
 from skl_ortgrad.gradient.forward_backward import OrtGradientForwardBackward
 from skl_ortgrad.gradient.ort_training import fused_gradient_model
 from skl_ortgrad.graph.model import OPSET
+from skl_ortgrad.graph.weights import get_train_initializer
 from skl_ortgrad.objective.merge import merge_loss_graph
 from skl_ortgrad.runtime.step import OrtGradientStep
 
@@ -21,7 +22,10 @@ CPU = OrtDevice(OrtDevice.cpu(), OrtDevice.default_memory(), 0)
 def _engine(onx, weighted=False, backend="auto"):
     loss = SquareLearningLoss().build_onnx_function(OPSET, "cpu", weighted=weighted)
     train = merge_loss_graph(onx, loss, weight_name="sample_weight" if weighted else None)
-    return OrtGradientForwardBackward(train, backend=backend)
+    # The loss graph's constants are float initializers too: name the weights.
+    return OrtGradientForwardBackward(
+        train, weights_to_train=list(get_train_initializer(onx)), backend=backend
+    )
 
 
 def _feeds(arrays):

@@ -292,7 +292,7 @@ def test_optimizer_state_round_trip(linear_data):
     X, y, onx = linear_data
     opt = _optimizer(onx, max_iter=3, shuffle=False)
     opt.fit(X, y)
-    saved = opt.get_state()
+    saved = opt.get_checkpoint()
     assert len(saved["lr_state"]) == 2 * 2 + 1
     assert saved["lr_state"][-1].shape == () and int(saved["lr_state"][-1]) == 30
     buffers = [_buffer(a) for a in opt.weights_ + opt.lr_state_]
@@ -303,8 +303,8 @@ def test_optimizer_state_round_trip(linear_data):
     assert opt.train_losses_[-1] < opt.train_losses_[0]
     assert not np.array_equal(saved["weights"][0], after[0])
 
-    opt.set_state(saved)
-    # set_state copies into the buffers onnxruntime borrows; the saved copy is untouched.
+    opt.set_checkpoint(saved)
+    # set_checkpoint copies into the buffers onnxruntime borrows; the saved copy is untouched.
     assert [_buffer(a) for a in opt.weights_ + opt.lr_state_] == buffers
     assert int(opt.lr_state_[-1]) == 30 and opt.t_ == saved["t"]
     for _ in range(3):
@@ -314,7 +314,7 @@ def test_optimizer_state_round_trip(linear_data):
     assert int(saved["lr_state"][-1]) == 30
 
     # Restoring only the weights but not Adam's state would train differently.
-    opt.set_state(saved)
+    opt.set_checkpoint(saved)
     opt.lr_state_[-1][...] = 0
     opt.partial_fit(X, y)
     assert not np.array_equal(opt.weights_[0], after[0])

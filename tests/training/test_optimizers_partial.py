@@ -7,11 +7,18 @@ import onnx
 import pytest
 from onnxruntime import InferenceSession
 from skl2onnx import to_onnx
+from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LinearRegression
 from sklearn.neural_network import MLPRegressor
 
-from skl_ortgrad import ConvergenceError
+from skl_ortgrad import (
+    ConvergenceError,
+    ElasticLearningLoss,
+    ElasticLearningPenalty,
+    LearningRateSGDNesterov,
+)
+from skl_ortgrad.graph.cut import select_model_output
 from skl_ortgrad.graph.model import TARGET_OPSET
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
 from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
@@ -79,10 +86,14 @@ def test_sample_weights_weight_the_loss(linear_onnx, regression_data):
     coef, intercept = opt.weights_
     residual = X @ coef.ravel() + intercept - y
     weights = np.random.RandomState(0).rand(X.shape[0]).astype(np.float32)
+    # Seed API: one loss per row, weighted.
+    per_row = opt.losses(X, y, weights)
+    assert per_row.shape == (X.shape[0],)
+    np.testing.assert_allclose(per_row, weights * 0.5 * residual**2, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(opt.losses(X, y), 0.5 * residual**2, rtol=1e-4, atol=1e-6)
     expected = float(np.sum(weights * 0.5 * residual**2) / np.sum(weights))
-    assert opt.losses(X, y, weights) == pytest.approx(expected, rel=1e-4)
-    assert opt.losses(X, y) == pytest.approx(float(np.mean(0.5 * residual**2)), rel=1e-4)
-    assert opt.score(X, y) == pytest.approx(-opt.losses(X, y))
+    assert opt.score(X, y, weights) == pytest.approx(-expected, rel=1e-4)
+    assert opt.score(X, y) == pytest.approx(-float(np.mean(0.5 * residual**2)), rel=1e-4)
 
 
 def test_uniform_weights_change_nothing(linear_onnx, regression_data):
@@ -136,20 +147,40 @@ def test_warm_start_and_partial_fit_continue(linear_onnx, regression_data):
     assert opt.t_ == 1 + 2 * 200 and len(opt.train_losses_) == 2
 
 
-def test_state_round_trip(linear_onnx, regression_data):
+def test_checkpoint_round_trip(linear_onnx, regression_data):
     X, y = regression_data
     opt = OrtGradientForwardBackwardOptimizer(linear_onnx, max_iter=1, random_state=0)
     opt.fit(X, y)
-    state = opt.get_state()
+    checkpoint = opt.get_checkpoint()
     before = [w.copy() for w in opt.weights_]
     opt.partial_fit(X, y)
     assert not np.allclose(before[0], opt.weights_[0])
     buffers = [id(w) for w in opt.weights_]
-    opt.set_state(state)
+    opt.set_checkpoint(checkpoint)
     assert [id(w) for w in opt.weights_] == buffers  # restored in place
     for a, b in zip(opt.weights_, before, strict=True):
         np.testing.assert_array_equal(a, b)
-    assert opt.t_ == state["t"]
+    assert opt.t_ == checkpoint["t"]
+
+
+def test_get_state_is_the_list_of_trained_weights(linear_onnx, regression_data, backend):
+    """Seed 004: ``state_tensors = train_session.get_state()``, the coefficients in the
+    order of weights_to_train; set_state takes the same list."""
+    X, y = regression_data
+    opt = OrtGradientForwardBackwardOptimizer(
+        linear_onnx, ["intercept", "coef"], max_iter=2, backend=backend).fit(X, y)
+    state = opt.get_state()
+    assert isinstance(state, list) and [s.shape for s in state] == [(1,), (4, 1)]
+    np.testing.assert_array_equal(state[0], opt.weights_[0])
+    state[0][:] = 7  # a copy: the optimizer is untouched
+    assert not np.any(opt.weights_[0] == 7)
+    opt.set_state([np.array([0.5]), np.ones((4, 1))])
+    np.testing.assert_array_equal(opt.weights_[1], np.ones((4, 1), dtype=np.float32))
+    assert opt.weights_[1].dtype == np.float32
+    with pytest.raises(ValueError, match=r"set_state expects 2 tensors"):
+        opt.set_state([np.ones((4, 1))])
+    with pytest.raises(ValueError, match=r"Weight 'coef' has shape \(4, 1\), got \(4,\)"):
+        opt.set_state([np.array([0.5]), np.ones(4)])
 
 
 def test_tol_stops_and_validation_is_recorded(linear_onnx, regression_data):
@@ -254,3 +285,36 @@ def test_partial_fit_stream_reuses_its_loader(linear_onnx, regression_data):
     assert shuffled._last_loader[1] is loader
     shuffled.fit(X[:100], y[:100])
     assert shuffled._last_loader[1] is not loader
+
+
+def test_training_objects_are_objects_from_construction(linear_onnx):
+    """Seed 004: the optimizer holds three objects; a bad alias fails where it is written."""
+    opt = OrtGradientForwardBackwardOptimizer(
+        linear_onnx, learning_rate="Nesterov", learning_loss="elastic", learning_penalty=0.1)
+    assert isinstance(opt.learning_rate, LearningRateSGDNesterov)
+    assert isinstance(opt.learning_loss, ElasticLearningLoss)
+    assert isinstance(opt.learning_penalty, ElasticLearningPenalty)
+    assert opt.learning_penalty.l2 == 0.1
+    # clone keeps working: the objects are cloned and kept as given
+    copy = clone(opt)
+    assert type(copy.learning_rate) is LearningRateSGDNesterov
+    assert copy.learning_rate is not opt.learning_rate
+    with pytest.raises(ValueError, match="Unknown learning rate 'EXC'"):
+        OrtGradientForwardBackwardOptimizer(linear_onnx, learning_rate="EXC")
+    with pytest.raises(ValueError, match="eta0 must be a finite number"):
+        OrtGradientForwardBackwardOptimizer(linear_onnx, learning_rate=LearningRateSGD("EXC"))
+
+
+def test_untyped_output_takes_its_type_from_shape_inference(linear_onnx, regression_data):
+    """A model cut at an intermediate result may declare its output without a type."""
+    X, y = regression_data
+    cut = select_model_output(linear_onnx, "multiplied")
+    del cut.graph.output[:]
+    cut.graph.output.append(onnx.ValueInfoProto(name="multiplied"))
+    opt = OrtGradientForwardBackwardOptimizer(cut, ["coef"], max_iter=1).fit(X, y)
+    assert opt.weights_[0].dtype == np.float32 and len(opt.train_losses_) == 1
+    broken = onnx.ModelProto()
+    broken.CopyFrom(cut)
+    broken.graph.node[0].op_type = "NotAnOperator"
+    with pytest.raises(ValueError, match="no element type and ONNX shape inference cannot"):
+        OrtGradientForwardBackwardOptimizer(broken, ["coef"], max_iter=1).fit(X, y)

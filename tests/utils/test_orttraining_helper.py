@@ -86,7 +86,8 @@ def test_merge_loss_graph_rank1_output():
     merged = add_loss_output(make_model(graph), "absolute_error")
     label = Y.reshape(-1, 1)
     (loss,) = run(merged, {"X": X, "label": label})
-    assert loss == pytest.approx(np.abs(X @ [1.0, 2.0, 3.0] - Y).sum(), rel=1e-4)
+    assert loss.shape == (1, 1)
+    assert loss[0, 0] == pytest.approx(np.abs(X @ [1.0, 2.0, 3.0] - Y).sum(), rel=1e-4)
 
 
 def test_merge_loss_graph_errors(linreg):
@@ -109,10 +110,13 @@ def test_add_loss_output_with_penalty(linreg):
     d = np.abs(model.predict(X).reshape(-1, 1) - label)
     data = np.where(d <= 0.5, 0.5 * d**2, 0.5 * d - 0.125).sum()
     coef, b = model.coef_, model.intercept_
-    pen = 0.1 * np.abs(coef).sum() + 0.2 * (coef**2).sum() + 1.0 * b**2
-    assert loss == pytest.approx(data + pen, rel=1e-4)
-    # The penalty is differentiable: d/dcoef includes l1 sign(coef) + l2 coef.
-    grad = onnx_derivative(with_loss, options=DerivativeOptions.Loss)
+    # Seed 003: |w| alpha + w^2 beta.
+    pen = 0.1 * np.abs(coef).sum() + 0.4 * (coef**2).sum() + 2.0 * b**2
+    assert loss.shape == (1, 1)
+    assert loss[0, 0] == pytest.approx(data + pen, rel=1e-4)
+    # The penalty is differentiable: d/dcoef includes l1 sign(coef) + 2 l2 coef.
+    grad = onnx_derivative(with_loss, weights=["coef", "intercept"], inputs=[],
+                           options=DerivativeOptions.Loss)
     assert [o.name for o in grad.graph.output] == ["coef_grad", "intercept_grad"]
 
 
@@ -132,7 +136,7 @@ def test_penalty_loss_onnx(dtype):
     W = RNG.standard_normal((4, 2)).astype(dtype)
     (pen,) = run(make_model(graph), {"W": W})
     assert pen.dtype == dtype
-    assert pen == pytest.approx(0.3 * np.abs(W).sum() + 0.4 * (W**2).sum(), rel=1e-5)
+    assert pen == pytest.approx(0.3 * np.abs(W).sum() + 0.8 * (W**2).sum(), rel=1e-5)
     with pytest.raises(ValueError, match="already exists"):
         penalty_loss_onnx("W", dtype, l1=1.0, existing_names={"W_penalty"})
 
@@ -172,7 +176,8 @@ def test_rewrite_no_gradient_ops(scaler):
     )
     # The scaler constants are no weights.
     assert list(get_train_initializer(rewritten)) == ["coef", "intercept"]
-    grad = onnx_derivative(add_loss_output(rewritten), options=DerivativeOptions.Loss)
+    grad = onnx_derivative(add_loss_output(rewritten), weights=["coef", "intercept"],
+                           inputs=[], options=DerivativeOptions.Loss)
     (coef_grad, intercept_grad) = run(
         grad,
         {
@@ -190,7 +195,8 @@ def test_rewrite_no_gradient_ops(scaler):
 def test_rewrite_scaler_gradient_is_correct():
     pipe = make_pipeline(StandardScaler(), LinearRegression()).fit(X, Y)
     rewritten = rewrite_no_gradient_ops(convert(pipe))
-    grad = onnx_derivative(rewritten, inputs=["X"])
+    grad = onnx_derivative(rewritten, weights=list(get_train_initializer(rewritten)),
+                           inputs=["X"])
     g = np.ones((len(X), 1), dtype=np.float32)
     coef = pipe[-1].coef_.reshape(-1, 1).astype(np.float32)
     feeds = {"X": X, "coef": coef, "intercept": np.zeros(1, np.float32), "variable_grad": g}
