@@ -92,11 +92,32 @@ def test_a_new_sphinx_warning_fails_the_build(tmp_path):
     assert "unknown document: 'no_such_page'" in result.stderr
 
 
+def _reference(html):
+    """Every generated reference page, one text."""
+    return "".join(page.read_text(encoding="utf-8")
+                   for page in sorted((html / "api" / "generated").glob("*.html")))
+
+
+@pytest.mark.slow
+def test_one_page_per_estimator_and_per_family(html):
+    pages = {page.stem for page in (html / "api" / "generated").glob("*.html")}
+    estimators = {name for name in skl_ortgrad.__all__ if name.startswith("Onnx")}
+    assert estimators | {"learning_rates", "losses", "penalties", "exceptions"} <= pages
+    page = (html / "api" / "generated" / "OnnxSGDRegressor.html").read_text(encoding="utf-8")
+    assert 'id="skl_ortgrad.OnnxSGDRegressor"' in page
+    assert 'id="skl_ortgrad.OnnxSGDClassifier"' not in page
+    losses = (html / "api" / "generated" / "losses.html").read_text(encoding="utf-8")
+    assert 'id="skl_ortgrad.HuberLearningLoss"' in losses
+    # The index links every public name to its page.
+    index = (html / "api" / "public.html").read_text(encoding="utf-8")
+    assert 'href="generated/OnnxSGDRegressor.html#skl_ortgrad.OnnxSGDRegressor"' in index
+
+
 @pytest.mark.slow
 def test_every_public_name_is_documented(html):
-    public = (html / "api" / "public.html").read_text(encoding="utf-8")
+    reference = _reference(html)
     for name in skl_ortgrad.__all__:
-        assert f'id="skl_ortgrad.{name}"' in public, name
+        assert f'id="skl_ortgrad.{name}"' in reference, name
     engine = (html / "api" / "engine.html").read_text(encoding="utf-8")
     engine += (html / "api" / "plotting.html").read_text(encoding="utf-8")
     for name in ENGINE_NAMES:
@@ -105,7 +126,7 @@ def test_every_public_name_is_documented(html):
 
 @pytest.mark.slow
 def test_fitted_attributes_keep_their_trailing_underscore(html):
-    public = (html / "api" / "public.html").read_text(encoding="utf-8")
+    public = _reference(html)
     for name in ("OnnxSGDRegressor.coef_", "OnnxSGDClassifier.intercept_",
                  "OnnxMLPRegressor.loss_", "OnnxMLPClassifier.classes_"):
         assert f'id="skl_ortgrad.{name}"' in public, name

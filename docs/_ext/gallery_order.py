@@ -16,9 +16,11 @@ EXAMPLES = (
     "plot_export_onnx.py",            # to_onnx and onnxruntime serving
     "plot_grid_search.py",            # nested parameters of the training objects
     "plot_partial_fit_streaming.py",  # data arriving in chunks
+    "plot_losses_penalties.py",       # choosing the loss and the penalty, float64
     "plot_mlp_digits.py",             # neural networks
     "plot_finetune_pipeline.py",      # continuing the training of a fitted pipeline
     "plot_dask_incremental.py",       # a cluster
+    "plot_seed_api.py",               # the engine underneath (onnxcustom's API)
 )
 
 

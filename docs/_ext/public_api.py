@@ -1,9 +1,11 @@
 """Sphinx extension of the skl_ortgrad documentation.
 
-* ``.. public-api::``: the reference of every name in ``skl_ortgrad.__all__``. The names
-  are read from the package at build time and grouped by base class, so a new estimator
-  or training object appears in the reference as soon as it is exported; a name that
-  fits no group is listed under "Other" rather than left out.
+* ``.. public-api::``: the index of every name in ``skl_ortgrad.__all__``, read from the
+  package at build time and grouped by base class, so a new estimator or training object
+  appears in the reference as soon as it is exported; a name that fits no group is listed
+  under "Other" rather than left out. The reference itself is written, when the build
+  starts, into one page per estimator and one page per family of training objects
+  (``api/generated/``), which the index links to.
 * Docstring clean-ups before napoleon reads them (``autodoc-process-docstring``):
 
   - a numpydoc parameter line naming several parameters may wrap
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from pathlib import Path
 
 from docutils import nodes
 from docutils.statemachine import StringList
@@ -74,24 +77,68 @@ def _groups(package: str) -> list[tuple[str, str, list[str]]]:
     return result
 
 
-def _rst(package: str) -> list[str]:
+GENERATED = "api/generated"
+
+
+def _slug(title: str) -> str:
+    return title.lower().replace(" ", "_")
+
+
+def _pages(package: str) -> dict[str, tuple[str, str, list[str]]]:
+    """``{page name: (title, description, names)}``: one page per estimator, one per
+    other group (a family of training objects, the exceptions...)."""
+    pages: dict[str, tuple[str, str, list[str]]] = {}
+    for title, text, names in _groups(package):
+        if title == "Estimators":
+            pages.update({name: (name, text, [name]) for name in names})
+        else:
+            pages[_slug(title)] = (title, text, names)
+    return pages
+
+
+def _reference(package: str, title: str, text: str, names: list[str]) -> list[str]:
+    """The reST of one reference page: the autodoc entries of ``names``."""
+    from skl_ortgrad.estimators.base import BaseOnnxEstimator
+
     module = importlib.import_module(package)
+    lines = [title, "=" * len(title), "", f".. currentmodule:: {package}", "", text, ""]
+    if len(names) > 1:
+        # Short names: the page sets ``.. currentmodule::`` to the package.
+        lines += [".. autosummary::", "", *[f"   {name}" for name in names], ""]
+    for name in names:
+        obj = getattr(module, name)
+        directive = "autoclass" if isinstance(obj, type) else "autofunction"
+        lines += [f".. {directive}:: {package}.{name}"]
+        if isinstance(obj, type) and issubclass(obj, BaseOnnxEstimator):
+            methods = [m for m in ESTIMATOR_METHODS if hasattr(obj, m)]
+            lines += [f"   :members: {', '.join(methods)}"]
+        elif isinstance(obj, type) and not issubclass(obj, BaseException):
+            lines += ["   :members:"]
+        lines.append("")
+    return lines
+
+
+def write_pages(app) -> None:
+    """Write the reference pages of ``skl_ortgrad`` into ``api/generated/`` of the sources
+    (builder-inited: before Sphinx reads them)."""
+    folder = Path(app.srcdir) / GENERATED
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.rst"):
+        old.unlink()
+    for page, (title, text, names) in _pages("skl_ortgrad").items():
+        (folder / f"{page}.rst").write_text("\n".join(_reference("skl_ortgrad", title, text,
+                                                                 names)), encoding="utf-8")
+
+
+def _rst(package: str) -> list[str]:
+    """The index: every group with a summary table of its names, and the pages' toctree."""
     lines: list[str] = [f".. currentmodule:: {package}", ""]
     for title, text, names in _groups(package):
         lines += [title, "-" * len(title), "", text, "", ".. autosummary::", ""]
-        # Short names: the page sets ``.. currentmodule::`` to the package.
         lines += [f"   {name}" for name in names]
         lines.append("")
-        for name in names:
-            obj = getattr(module, name)
-            directive = "autoclass" if isinstance(obj, type) else "autofunction"
-            lines += [f".. {directive}:: {package}.{name}"]
-            if title == "Estimators":
-                methods = [m for m in ESTIMATOR_METHODS if hasattr(obj, m)]
-                lines += [f"   :members: {', '.join(methods)}"]
-            elif isinstance(obj, type) and not issubclass(obj, BaseException):
-                lines += ["   :members:"]
-            lines.append("")
+    lines += [".. toctree::", "   :hidden:", ""]
+    lines += [f"   generated/{page}" for page in _pages(package)]
     return lines
 
 
@@ -185,6 +232,7 @@ class PublicApi(SphinxDirective):
 
 def setup(app):
     app.add_directive("public-api", PublicApi)
+    app.connect("builder-inited", write_pages)
     # Before napoleon (priority 500) turns numpydoc sections into reST.
     app.connect("autodoc-process-docstring", _process_docstring, priority=400)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

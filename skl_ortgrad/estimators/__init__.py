@@ -1,5 +1,6 @@
 """scikit-learn estimators trained through onnxruntime-training."""
 
+from skl_ortgrad.estimators import converters  # noqa: F401  (registers the skl2onnx converters)
 from skl_ortgrad.estimators.gradient import OnnxGradientClassifier, OnnxGradientRegressor
 from skl_ortgrad.estimators.mlp import OnnxMLPClassifier, OnnxMLPRegressor
 from skl_ortgrad.estimators.sgd import OnnxSGDClassifier, OnnxSGDRegressor

@@ -32,7 +32,7 @@ from onnxruntime.capi._pybind_state import (
     get_available_providers,
 )
 
-from skl_ortgrad.gradient.backend import GradientGraph, build_gradient
+from skl_ortgrad.gradient.backend import GradientGraph, build_gradient, resolve_backend
 from skl_ortgrad.graph.dtypes import FLOAT_TYPES, numpy_dtype, numpy_dtype_of
 from skl_ortgrad.graph.external import check_external_data
 from skl_ortgrad.graph.weights import float_initializers
@@ -62,6 +62,28 @@ def _node_inputs(node: onnx.NodeProto) -> list[str]:
             for inner in sub.node:
                 names.extend(_node_inputs(inner))
     return names
+
+
+def _with_outputs(model: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
+    """``model`` whose outputs are ``names`` (some of its outputs, in that order): what
+    ``forward`` returns and ``backward`` takes gradients for.
+
+    Raises
+    ------
+    ValueError
+        If a name is not an output of the model.
+    """
+    outputs = {out.name: out for out in model.graph.output}
+    unknown = [name for name in names if name not in outputs]
+    if unknown:
+        raise ValueError(f"output_names {unknown} are not outputs of the model {list(outputs)}.")
+    if names == list(outputs):
+        return model
+    selected = onnx.ModelProto()
+    selected.CopyFrom(model)
+    del selected.graph.output[:]
+    selected.graph.output.extend(outputs[name] for name in names)
+    return selected
 
 
 def _unreachable(graph: onnx.GraphProto, weights: list[str], outputs: list[str]) -> list[str]:
@@ -514,6 +536,7 @@ class OrtGradientForwardBackward:
         graph_inputs = [inp.name for inp in graph.input if inp.name not in init_names]
         input_names = list(self.input_names or graph_inputs)
         output_names = list(self.output_names or [out.name for out in graph.output])
+        model = _with_outputs(self.onnx_model, output_names)
 
         unreachable = _unreachable(graph, weights, output_names)
         if unreachable:
@@ -524,10 +547,16 @@ class OrtGradientForwardBackward:
                 "path leads from them to an output, so they have no gradient. Remove them "
                 "from weights_to_train or fix the graph."
             )
-        options = {} if self.graph_builder_config is None else {
-            "config": self.graph_builder_config
-        }
-        gradient = build_gradient(self.onnx_model, weights, backend=self.backend, **options)
+        options = {}
+        if self.graph_builder_config is not None:
+            if resolve_backend(self.backend) != "onnxruntime-training":
+                raise ValueError(
+                    "graph_builder_config configures onnxruntime-training's graph builder: "
+                    "it needs backend='onnxruntime-training', got "
+                    f"{self.backend!r} ({resolve_backend(self.backend)!r})."
+                )
+            options["config"] = self.graph_builder_config
+        gradient = build_gradient(model, weights, backend=self.backend, **options)
         self.gradient_ = gradient
         self.backend_ = gradient.backend
         self.forward_model_ = gradient.forward.SerializeToString()

@@ -321,7 +321,7 @@ _TEMPORARY = re.compile(r"^\.model_\d\.onnx\.[0-9a-f]{16}\.tmp$")
 
 
 def test_kill_9_while_saving_never_leaves_a_torn_file(tmp_path):
-    """20 processes writing saves of an MLP of 70k weights (1.4 MB files) in a loop,
+    """50 processes writing saves of an MLP of 70k weights (1.4 MB files) in a loop,
     killed at random times: every model file present is one of the saves, whole, and
     loads; only hidden temporary files may be left, and some are (kills landed in the
     middle of writes)."""
@@ -338,7 +338,7 @@ def test_kill_9_while_saving_never_leaves_a_torn_file(tmp_path):
     contents = [path.read_bytes() for path in versions]
     predictions = [load(path).predict_proba(features) for path in versions]
     interrupted = 0
-    for trial in range(20):
+    for trial in range(50):
         folder = tmp_path / f"trial{trial}"
         folder.mkdir()
         child = subprocess.Popen(

@@ -4,13 +4,16 @@ import os
 import pickle
 
 import numpy as np
+import onnx
 import pytest
+from onnxruntime import RunOptions
 
+from skl_ortgrad.gradient import training_available
 from skl_ortgrad.gradient.forward_backward import (
     OrtGradientForwardBackward,
     OrtGradientForwardBackwardFunction,
 )
-from skl_ortgrad.runtime.devices import device_providers, parse_device
+from skl_ortgrad.runtime.devices import device_providers, ort_device, parse_device
 
 
 def test_linear_forward_backward_matches_numpy(linear_onnx, regression_data, backend):
@@ -162,3 +165,48 @@ def test_devices():
     if "CUDAExecutionProvider" not in get_available_providers():
         with pytest.raises(ValueError, match="needs CUDAExecutionProvider"):
             device_providers("cuda")
+
+
+def test_device_name():
+    assert OrtGradientForwardBackwardFunction.device_name(ort_device("cpu")) == "cpu"
+
+
+def test_selected_inputs_outputs_and_run_options(linear_onnx, regression_data, backend):
+    """output_names restricts what forward returns; run_options reach the runs."""
+    X, _ = regression_data
+    model = onnx.ModelProto()
+    model.CopyFrom(linear_onnx)
+    model.graph.output.append(onnx.helper.make_tensor_value_info(
+        "multiplied", onnx.TensorProto.FLOAT, [None, 1]))
+    options = RunOptions()
+    options.logid = "seed-run"
+    engine = OrtGradientForwardBackward(
+        model, ["coef"], input_names=["X"], output_names=["multiplied"],
+        run_options=options, backend=backend)
+    cls = engine.cls_type_
+    assert (cls.input_names, cls.output_names) == (["X"], ["multiplied"])
+    assert cls._run_options is options
+    coef = engine.get_initializer("coef")
+    function = engine.new_instance()
+    outputs = function.forward([X, coef], training=True)
+    assert len(outputs) == 1
+    np.testing.assert_allclose(outputs[0].numpy(), X @ coef, rtol=1e-5, atol=1e-6)
+    gradient = np.ones((X.shape[0], 1), dtype=np.float32)
+    np.testing.assert_allclose(function.backward([gradient])[0].numpy(), X.T @ gradient,
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_graph_builder_config(linear_onnx):
+    if not training_available():
+        with pytest.raises(ValueError, match="needs backend='onnxruntime-training'"):
+            OrtGradientForwardBackward(linear_onnx, graph_builder_config=object())
+        return
+    from onnxruntime.capi._pybind_state import OrtModuleGraphBuilderConfiguration
+
+    config = OrtModuleGraphBuilderConfiguration()
+    OrtGradientForwardBackward(linear_onnx, ["coef", "intercept"], graph_builder_config=config,
+                               backend="onnxruntime-training")
+    # The given configuration is the one the builder used.
+    assert list(config.initializer_names_to_train) == ["coef", "intercept"]
+    with pytest.raises(ValueError, match="needs backend='onnxruntime-training', got 'onnx'"):
+        OrtGradientForwardBackward(linear_onnx, graph_builder_config=config, backend="onnx")
