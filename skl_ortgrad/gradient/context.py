@@ -202,6 +202,19 @@ class GradientContext:
             return grad
         return self.op("Reshape", [grad, self.shape_of(target)], like=target)
 
+    def unsqueeze(self, name: str, axes: Sequence[int]) -> str:
+        """``name`` with axes of size 1 at ``axes`` (non-negative positions in the result,
+        as ONNX's ``Unsqueeze``), its shape and element type recorded."""
+        out = self.op("Unsqueeze", [name, self.int64(list(axes))])
+        shape = self.shapes.get(name)
+        if shape is not None:
+            for axis in sorted(axes):
+                shape = [*shape[:axis], 1, *shape[axis:]]
+        self.shapes[out] = shape
+        if name in self.types:
+            self.types[out] = self.types[name]
+        return out
+
     def reduce_sum(self, data: str, axes: Sequence[int], keepdims: int = 1) -> str:
         """``ReduceSum`` over ``axes`` (axes as an input: opset 13 and above)."""
         return self.op("ReduceSum", [data, self.int64(list(axes))], keepdims=keepdims)

@@ -28,6 +28,7 @@ from skl_ortgrad.graph.dtypes import numpy_dtype, numpy_dtype_of
 from skl_ortgrad.graph.external import check_external_data
 from skl_ortgrad.graph.model import graph_names, make_model, unique_name
 from skl_ortgrad.graph.opset import main_opset, other_domains
+from skl_ortgrad.graph.shapes import declared_shape
 from skl_ortgrad.graph.weights import float_initializers, float_inputs
 
 
@@ -251,13 +252,7 @@ def _describe(inp: Any) -> tuple[str, np.dtype, list[int | str | None]]:
             dtype = numpy_dtype(tensor.elem_type)
         except TypeError as exc:
             raise TypeError(f"{exc} ({inp.name!r})") from None
-        shape: list[int | str | None] = []
-        for dim in tensor.shape.dim:
-            if dim.HasField("dim_value"):
-                shape.append(dim.dim_value)
-            else:
-                shape.append(dim.dim_param or None)
-        return inp.name, dtype, shape
+        return inp.name, dtype, declared_shape(inp) or []
     try:
         dtype = numpy_dtype_of(inp.type)
     except TypeError as exc:

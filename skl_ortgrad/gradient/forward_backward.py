@@ -35,6 +35,7 @@ from onnxruntime.capi._pybind_state import (
 from skl_ortgrad.gradient.backend import GradientGraph, build_gradient, resolve_backend
 from skl_ortgrad.graph.dtypes import FLOAT_TYPES, numpy_dtype, numpy_dtype_of
 from skl_ortgrad.graph.external import check_external_data
+from skl_ortgrad.graph.shapes import declared_shape
 from skl_ortgrad.graph.weights import float_initializers
 from skl_ortgrad.runtime.devices import device_providers, log_severity, ort_device
 from skl_ortgrad.runtime.options import session_options, unoptimized_session_options
@@ -43,14 +44,6 @@ from skl_ortgrad.runtime.step import OrtGradientStep
 
 def _elem_dtype(info: onnx.ValueInfoProto) -> np.dtype:
     return numpy_dtype(info.type.tensor_type.elem_type)
-
-
-def _declared_shape(info: onnx.ValueInfoProto) -> list[Any]:
-    """Declared dimensions: numbers, or the symbolic name (None if unnamed)."""
-    return [
-        dim.dim_value if dim.HasField("dim_value") else (dim.dim_param or None)
-        for dim in info.type.tensor_type.shape.dim
-    ]
 
 
 def _node_inputs(node: onnx.NodeProto) -> list[str]:
@@ -598,7 +591,7 @@ class OrtGradientForwardBackward:
             "backend": gradient.backend,
             "_ort_device": dev,
             "_feed_dtypes": [_elem_dtype(fused_inputs[name]) for name in feed_names],
-            "_feed_shapes": [_declared_shape(fused_inputs[name]) for name in feed_names],
+            "_feed_shapes": [declared_shape(fused_inputs[name]) or [] for name in feed_names],
             "_output_grad_dtypes": [
                 numpy_dtype(out_types[name])
                 for name in output_names if name not in non_diff

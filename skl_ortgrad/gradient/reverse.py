@@ -29,28 +29,18 @@ from collections.abc import Sequence
 
 import numpy as np
 import onnx
-from onnx import ModelProto, NodeProto, ValueInfoProto, helper, numpy_helper
+from onnx import ModelProto, NodeProto, helper, numpy_helper
 
 from skl_ortgrad.gradient.context import Dim, GradientContext
 from skl_ortgrad.gradient.rules import NO_GRADIENT, rule_for
 from skl_ortgrad.graph.dtypes import FLOAT_TYPES
 from skl_ortgrad.graph.model import graph_names
 from skl_ortgrad.graph.opset import main_opset
+from skl_ortgrad.graph.shapes import declared_shape
 
 MIN_OPSET = 13
 # Operators that return their first input when its shape does not change.
 _SHAPE_KEEPERS = frozenset({"Reshape", "Expand"})
-
-
-def _dims(info: ValueInfoProto) -> list[Dim] | None:
-    tensor = info.type.tensor_type
-    if not tensor.HasField("shape"):
-        return None
-    return [
-        dim.dim_value if dim.HasField("dim_value")
-        else (dim.dim_param or None)
-        for dim in tensor.shape.dim
-    ]
 
 
 def _constants(graph: onnx.GraphProto, trained: set[str]) -> dict[str, np.ndarray]:
@@ -75,7 +65,7 @@ def _infer(model: ModelProto) -> tuple[dict[str, list[Dim] | None], dict[str, in
     for info in (*graph.input, *graph.value_info, *graph.output):
         if info.type.tensor_type.elem_type:
             types[info.name] = info.type.tensor_type.elem_type
-            shapes[info.name] = _dims(info)
+            shapes[info.name] = declared_shape(info)
     for init in graph.initializer:
         types[init.name] = init.data_type
         shapes[init.name] = list(init.dims)

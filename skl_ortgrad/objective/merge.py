@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-import onnx
 from onnx import ModelProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
 
 from skl_ortgrad.graph.dtypes import FLOAT_TYPES, numpy_dtype
 from skl_ortgrad.graph.external import check_external_data
 from skl_ortgrad.graph.model import OPSET, graph_names, rebuild_model, unique_name
 from skl_ortgrad.graph.opset import main_opset
+from skl_ortgrad.graph.shapes import typed_output
 from skl_ortgrad.objective.loss_graphs import MIN_OPSET, build_loss_graph
 from skl_ortgrad.objective.penalty import penalty_loss_onnx
 
@@ -99,21 +99,8 @@ def merge_loss_graph(
         )
     taken |= set(new_names)
 
-    prediction_info = graph.output[output_index]
-    if not prediction_info.type.tensor_type.elem_type:
-        # A model cut at an intermediate result may declare its output untyped.
-        inferred = onnx.shape_inference.infer_shapes(onx).graph
-        prediction_info = next(
-            (info for info in [*inferred.output, *inferred.value_info]
-             if info.name == prediction_info.name and info.type.tensor_type.elem_type),
-            prediction_info,
-        )
+    prediction_info = typed_output(onx, output_index)
     elem = prediction_info.type.tensor_type.elem_type
-    if not elem:
-        raise ValueError(
-            f"The model's output {prediction_info.name!r} has no element type and ONNX "
-            "shape inference cannot find it: declare the output's type."
-        )
     rank = _rank(prediction_info)
     nodes = list(graph.node)
     initializers = list(graph.initializer)

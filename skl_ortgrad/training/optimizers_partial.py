@@ -57,6 +57,7 @@ from skl_ortgrad.graph.dtypes import numpy_dtype
 from skl_ortgrad.graph.external import check_external_data
 from skl_ortgrad.graph.model import OPSET, initializers_to_inputs
 from skl_ortgrad.graph.opset import main_opset
+from skl_ortgrad.graph.shapes import typed_output
 from skl_ortgrad.graph.weights import get_train_initializer
 from skl_ortgrad.objective.merge import merge_loss_graph
 from skl_ortgrad.runtime.batches import MiniBatchLoader
@@ -344,19 +345,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         ValueError
             If neither the model nor shape inference tells it.
         """
-        output = self.model_onnx.graph.output[0]
-        elem = output.type.tensor_type.elem_type
-        if not elem:
-            inferred = onnx.shape_inference.infer_shapes(self.model_onnx).graph
-            elem = next((info.type.tensor_type.elem_type
-                         for info in [*inferred.output, *inferred.value_info]
-                         if info.name == output.name), 0)
-        if not elem:
-            raise ValueError(
-                f"The model's output {output.name!r} has no element type and ONNX shape "
-                "inference cannot find it: declare the output's type (float or double)."
-            )
-        return numpy_dtype(elem)
+        return numpy_dtype(typed_output(self.model_onnx, 0).type.tensor_type.elem_type)
 
     def _initial_weights(self) -> tuple[list[str], list[np.ndarray]]:
         model = check_external_data(self.model_onnx, self.external_data_dir)

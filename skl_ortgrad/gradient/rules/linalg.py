@@ -49,11 +49,11 @@ def matmul(ctx: GradientContext, node: NodeProto, grads: list[str | None]) -> li
     # Promote 1-D operands as MatMul does: A [k] -> [1, k], B [k] -> [k, 1].
     a2, b2, g2 = a, b, g
     if rank_a == 1:
-        a2 = _unsqueeze(ctx, a, 0)
-        g2 = _unsqueeze(ctx, g2, ctx.rank(g2) - 1 if rank_b > 1 else 0)
+        a2 = ctx.unsqueeze(a, [0])
+        g2 = ctx.unsqueeze(g2, [ctx.rank(g2) - 1 if rank_b > 1 else 0])
     if rank_b == 1:
-        b2 = _unsqueeze(ctx, b, 1)
-        g2 = _unsqueeze(ctx, g2, ctx.rank(g2))
+        b2 = ctx.unsqueeze(b, [1])
+        g2 = ctx.unsqueeze(g2, [ctx.rank(g2)])
     if ctx.needs(a):
         partial = _product_transposed(ctx, g2, b2, transpose_left=False)
         ctx.shapes[partial] = _batched_shape(ctx, g2, a2)
@@ -75,20 +75,11 @@ def _product_transposed(ctx: GradientContext, left: str, right: str, transpose_l
     # Einsum broadcasts "..." only between operands of the same rank: pad with axes of 1.
     rank = max(ctx.rank(left), ctx.rank(right))
     for _ in range(rank - ctx.rank(left)):
-        left = _unsqueeze(ctx, left, 0)
+        left = ctx.unsqueeze(left, [0])
     for _ in range(rank - ctx.rank(right)):
-        right = _unsqueeze(ctx, right, 0)
+        right = ctx.unsqueeze(right, [0])
     equation = "...ji,...jk->...ik" if transpose_left else "...ij,...kj->...ik"
     return ctx.op("Einsum", [left, right], equation=equation)
-
-
-def _unsqueeze(ctx: GradientContext, name: str, axis: int) -> str:
-    """``name`` with a new axis of size 1 at ``axis`` (shape recorded)."""
-    out = ctx.op("Unsqueeze", [name, ctx.int64([axis])])
-    shape = ctx.shape(name)
-    ctx.shapes[out] = None if shape is None else [*shape[:axis], 1, *shape[axis:]]
-    ctx.types[out] = ctx.elem_type(name)
-    return out
 
 
 def _batched_shape(ctx: GradientContext, g: str, operand: str) -> list | None:

@@ -60,15 +60,10 @@ def _axes(ctx: GradientContext, node: NodeProto) -> list[int] | None:
 def _expand(ctx: GradientContext, node: NodeProto, value: str, axes: list[int]) -> str:
     """``value`` (shaped like Y) broadcast back to X's shape."""
     x = node.input[0]
-    shape = ctx.shape(value)
     # Expand aligns shapes on the right: reduced leading axes need no Unsqueeze.
     if not ctx.attributes(node).get("keepdims", 1) and axes != list(range(len(axes))):
-        value = ctx.op("Unsqueeze", [value, ctx.int64(axes)])
-        if shape is not None:
-            for axis in axes:
-                shape = [*shape[:axis], 1, *shape[axis:]]
-        ctx.shapes[value] = shape
-    if ctx.same_shape(shape, ctx.shape(x)):
+        value = ctx.unsqueeze(value, axes)
+    if ctx.same_shape(ctx.shape(value), ctx.shape(x)):
         return value
     return ctx.op("Expand", [value, ctx.shape_of(x)], like=x)
 
