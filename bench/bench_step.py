@@ -29,7 +29,7 @@ from _common import (
 from bench_linear import NumpyLinear, TorchLoop
 from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
 
-from skl_ortgrad import OnnxSGDRegressor
+from skl_ortgrad import LearningRateSGD, OnnxSGDRegressor
 
 N_STEP_ROWS, N_STEP_FEATURES = 2000, 10
 
@@ -43,7 +43,9 @@ def _data(n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 def _estimator(X: np.ndarray, y: np.ndarray, batch_size: int) -> OnnxSGDRegressor:
     return OnnxSGDRegressor(
-        max_iter=1, tol=None, batch_size=batch_size, learning_rate=0.01, random_state=0
+        max_iter=1, tol=None, batch_size=batch_size,
+        learning_rate=LearningRateSGD(learning_rate="constant", eta0=0.01),
+        random_state=0
     ).fit(X, y)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from _common import quiet_warnings
 from bench_linear import make_data
 
-from skl_ortgrad import OnnxSGDRegressor
+from skl_ortgrad import LearningRateSGD, OnnxSGDRegressor
 
 
 def profile(
@@ -26,7 +26,8 @@ def profile(
     from pyinstrument import Profiler
 
     if est is None:
-        est = OnnxSGDRegressor(max_iter=1, tol=None, batch_size=batch, learning_rate=0.01,
+        est = OnnxSGDRegressor(max_iter=1, tol=None, batch_size=batch,
+                               learning_rate=LearningRateSGD(learning_rate="constant", eta0=0.01),
                                random_state=0)
     est.fit(X, y)
     profiler = Profiler(interval=0.0002)

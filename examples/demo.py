@@ -58,9 +58,10 @@ def main(folder: str) -> None:
     X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=0)
     scaler = StandardScaler().fit(X_train)
     X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
-    classifier = OnnxSGDClassifier(random_state=0)
+    classifier = OnnxSGDClassifier(loss="log_loss", random_state=0)
     compare("iris, string labels (accuracy)", make_pipeline(classifier),
-            make_pipeline(SGDClassifier(random_state=0)), X_train, X_test, y_train, y_test)
+            make_pipeline(SGDClassifier(loss="log_loss", random_state=0)),
+            X_train, X_test, y_train, y_test)
 
     print("\n== the trained graphs are ONNX models ready to serve")
     for name, model in (("diabetes", regressor[-1]), ("iris", classifier)):

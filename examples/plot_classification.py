@@ -22,14 +22,14 @@ from skl_ortgrad import OnnxSGDClassifier
 # %%
 # Binary: breast cancer
 # ---------------------
-# The default loss is the logistic loss and the default schedule scikit-learn's
-# ``'optimal'`` one, as in :class:`~sklearn.linear_model.SGDClassifier`.
+# The parameters are :class:`~sklearn.linear_model.SGDClassifier`'s, with its defaults
+# (hinge loss, ``'optimal'`` schedule); ``loss="log_loss"`` gives probabilities.
 
 X, y = load_breast_cancer(return_X_y=True)
 X_train, X_test, y_train, y_test = train_test_split(X, y, stratify=y, random_state=0)
-binary = make_pipeline(StandardScaler(), OnnxSGDClassifier(random_state=0))
+binary = make_pipeline(StandardScaler(), OnnxSGDClassifier(loss="log_loss", random_state=0))
 binary.fit(X_train, y_train)
-reference = make_pipeline(StandardScaler(), SGDClassifier(random_state=0))
+reference = make_pipeline(StandardScaler(), SGDClassifier(loss="log_loss", random_state=0))
 reference.fit(X_train, y_train)
 print(f"skl_ortgrad  accuracy {binary.score(X_test, y_test):.3f}")
 print(f"scikit-learn accuracy {reference.score(X_test, y_test):.3f}")
@@ -46,8 +46,8 @@ fig.tight_layout()
 # %%
 # Multiclass: digits with string labels
 # -------------------------------------
-# Ten classes train ten scores jointly with the softmax loss (scikit-learn's SGD trains
-# ten one-vs-rest models instead). ``classes_`` keeps the labels as given.
+# Ten classes train ten one-vs-rest scores in one graph, as scikit-learn's SGD.
+# ``classes_`` keeps the labels as given.
 
 X, y = load_digits(return_X_y=True)
 names = np.array(["zero", "one", "two", "three", "four", "five", "six", "seven",

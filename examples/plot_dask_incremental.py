@@ -18,7 +18,7 @@ import numpy as np
 from dask_ml.wrappers import Incremental
 from distributed import Client, LocalCluster
 
-from skl_ortgrad import OnnxSGDRegressor
+from skl_ortgrad import LearningRateSGD, OnnxSGDRegressor
 
 # distributed logs every worker and connection of the scheduler at INFO: warnings only.
 logging.getLogger("distributed").setLevel(logging.WARNING)
@@ -43,7 +43,8 @@ X_test, y_test = X[5000:], y[5000:]
 
 def train(client, passes=3):
     """Train on the blocks, return the fitted wrapper and the test R² after each pass."""
-    model = Incremental(OnnxSGDRegressor(learning_rate=0.02, random_state=0),
+    rate = LearningRateSGD(learning_rate="constant", eta0=0.02)
+    model = Incremental(OnnxSGDRegressor(learning_rate=rate, random_state=0),
                         shuffle_blocks=False)
     scores = []
     for _ in range(passes):

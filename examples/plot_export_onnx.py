@@ -28,7 +28,7 @@ y = np.array(["setosa", "versicolor", "virginica"])[y]
 X_train, X_test, y_train, y_test = train_test_split(X, y, stratify=y, random_state=0)
 scaler = StandardScaler().fit(X_train)
 X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
-model = OnnxSGDClassifier(random_state=0).fit(X_train, y_train)
+model = OnnxSGDClassifier(loss="log_loss", random_state=0).fit(X_train, y_train)
 print(f"test accuracy {model.score(X_test, y_test):.3f}")
 
 # %%

@@ -27,11 +27,11 @@ y = X @ coef + 0.1 * rng.randn(400)
 y[:20] += 30  # outliers
 
 models = {
-    "squared loss": OnnxSGDRegressor(learning_loss=SquareLearningLoss()),
-    "Huber loss": OnnxSGDRegressor(learning_loss=HuberLearningLoss(epsilon=1.0)),
+    "squared loss": OnnxSGDRegressor(loss=SquareLearningLoss()),
+    "Huber loss": OnnxSGDRegressor(loss=HuberLearningLoss(epsilon=1.0)),
     "Huber loss + L1 penalty, float64": OnnxSGDRegressor(
-        learning_loss=HuberLearningLoss(epsilon=1.0),
-        learning_penalty=ElasticLearningPenalty(l1=0.03, l2=0.0), dtype=np.float64),
+        loss=HuberLearningLoss(epsilon=1.0),
+        penalty=ElasticLearningPenalty(l1=0.03, l2=0.0), dtype=np.float64),
 }
 fig, ax = plt.subplots(figsize=(7, 3.5))
 for i, (name, model) in enumerate(models.items()):

@@ -22,6 +22,8 @@ from skl_ortgrad.training.sgd_learning_loss import (
     HuberLearningLoss,
     ModifiedHuberLearningLoss,
     NegLogLearningLoss,
+    SquaredEpsilonInsensitiveLearningLoss,
+    SquaredHingeLearningLoss,
     SquareLearningLoss,
 )
 from skl_ortgrad.training.sgd_learning_penalty import (
@@ -61,6 +63,8 @@ __all__ = [
     "OnnxSGDRegressor",
     "PickleVersionWarning",
     "SquareLearningLoss",
+    "SquaredEpsilonInsensitiveLearningLoss",
+    "SquaredHingeLearningLoss",
     "load",
     "save",
 ]

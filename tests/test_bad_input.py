@@ -264,26 +264,84 @@ def test_failed_refit_keeps_feature_names(fitted, estimator):
 
 # -- parameters --------------------------------------------------------------------------
 
+
+def _sklearn_validated(estimator):
+    """SGD and MLP estimators validate ``loss``/``penalty``/``learning_rate`` as
+    scikit-learn does; the fine-tuning estimators resolve the package's aliases."""
+    return not estimator.__name__.startswith("OnnxGradient")
+
+
+def _is_mlp(estimator):
+    return estimator.__name__.startswith("OnnxMLP")
+
+
+def _unknown(param, sklearn_allowed, alias_kind, alias_allowed):
+    """Expected (exception, message) of ``param='nope'``: scikit-learn's message for the
+    SGD and MLP estimators, the alias resolver's for the fine-tuning ones."""
+
+    def expected(estimator):
+        if _sklearn_validated(estimator):
+            return InvalidParameterError, (
+                rf"The '{param}' parameter of \w+ must be a str among \{{[^}}]*"
+                rf"{sklearn_allowed}[^}}]*\}}.* Got 'nope' instead")
+        return ValueError, rf"Unknown {alias_kind} 'nope'; valid aliases are \[.*{alias_allowed}"
+
+    return expected
+
+
+# A row: (params, expected(estimator) -> (exception, message), applies(estimator)).
 _PARAM_ROWS = [
-    ({"max_iter": -1}, InvalidParameterError,
-     r"The 'max_iter' parameter of \w+ must be an int in the range \[1, inf\)\. Got -1"),
-    ({"batch_size": 0}, InvalidParameterError,
-     r"The 'batch_size' parameter of \w+ must be a str among \{'auto'\} or an int in the "
-     r"range \[1, inf\)\. Got 0"),
-    ({"validation_fraction": 1.5}, InvalidParameterError,
-     r"The 'validation_fraction' parameter of \w+ must be a float in the range \(0\.0, 1\.0\)"),
-    ({"learning_rate": "nope"}, ValueError,
-     r"Unknown learning rate 'nope'; valid aliases are \[.*'invscaling'"),
-    ({"learning_loss": "nope"}, ValueError,
-     r"Unknown learning loss 'nope'; valid aliases are \[.*'squared_error'"),
-    ({"learning_penalty": "nope"}, ValueError,
-     r"Unknown learning penalty 'nope'; valid aliases are \[.*'l2'"),
+    ({"max_iter": -1}, lambda estimator: (
+        InvalidParameterError,
+        r"The 'max_iter' parameter of \w+ must be an int in the range \[1, inf\)\. Got -1"),
+     lambda estimator: True),
+    ({"batch_size": 0}, lambda estimator: (
+        InvalidParameterError,
+        r"The 'batch_size' parameter of \w+ must be a str among \{'auto'\} or an int in the "
+        r"range \[1, inf\)\. Got 0"),
+     lambda estimator: True),
+    # scikit-learn's MLPs accept validation_fraction=0.0 ([0, 1)), its SGD ones do not.
+    ({"validation_fraction": 1.5}, lambda estimator: (
+        InvalidParameterError,
+        r"The 'validation_fraction' parameter of \w+ must be a float in the range "
+        + (r"\[0\.0, 1\.0\)" if _is_mlp(estimator) else r"\(0\.0, 1\.0\)")),
+     lambda estimator: True),
+    ({"alpha": -1}, lambda estimator: (
+        InvalidParameterError,
+        r"The 'alpha' parameter of \w+ must be a float in the range \[0\.0, inf\)\. Got -1"),
+     lambda estimator: "alpha" in estimator().get_params()),
+    ({"learning_rate": "nope"},
+     _unknown("learning_rate", "'invscaling'", "learning rate", "'invscaling'"),
+     lambda estimator: True),
+    ({"loss": "nope"},
+     _unknown("loss", "'squared_error'", "learning loss", "'squared_error'"),
+     lambda estimator: "loss" in estimator().get_params()),
+    ({"penalty": "nope"},
+     _unknown("penalty", "'l2'", "learning penalty", "'l2'"),
+     lambda estimator: "penalty" in estimator().get_params()),
 ]
 
 
-@pytest.mark.parametrize("estimator", ESTIMATORS)
-@pytest.mark.parametrize(("params", "exception", "message"), _PARAM_ROWS,
-                         ids=[next(iter(r[0])) for r in _PARAM_ROWS])
+def _param_cases(rows):
+    return [
+        pytest.param(estimator, params, *expected(estimator),
+                     id=f"{next(iter(params))}-{estimator.__name__}")
+        for params, expected, applies in rows
+        for estimator in ESTIMATORS
+        if applies(estimator)
+    ]
+
+
+def test_parameter_rows_cover_every_parameter_of_each_estimator():
+    """Each estimator meets every invalid-parameter row whose parameter it has."""
+    for estimator in ESTIMATORS:
+        names = set(estimator().get_params())
+        for params, _, applies in _PARAM_ROWS:
+            assert applies(estimator) == (next(iter(params)) in names), (estimator, params)
+
+
+@pytest.mark.parametrize(("estimator", "params", "exception", "message"),
+                         _param_cases(_PARAM_ROWS))
 def test_invalid_parameters_raise_at_fit(fitted, estimator, params, exception, message):
     # __init__ only stores: scikit-learn validates in fit.
     fresh = estimator(**params)
@@ -299,9 +357,8 @@ def test_invalid_parameters_raise_at_fit(fitted, estimator, params, exception, m
     _assert_same_state(before, _fitted_state(model))
 
 
-@pytest.mark.parametrize("estimator", ESTIMATORS)
-@pytest.mark.parametrize(("params", "exception", "message"), _PARAM_ROWS[1:],
-                         ids=[next(iter(r[0])) for r in _PARAM_ROWS[1:]])
+@pytest.mark.parametrize(("estimator", "params", "exception", "message"),
+                         _param_cases(_PARAM_ROWS[1:]))
 def test_invalid_parameters_raise_at_partial_fit(fitted, estimator, params, exception,
                                                  message):
     """scikit-learn's SGD estimators validate their parameters at every partial_fit."""

@@ -48,6 +48,7 @@ from skl_ortgrad import (
     NegLogLearningLoss,
     OnnxGradientClassifier,
     OnnxMLPClassifier,
+    OnnxMLPRegressor,
     OnnxSGDClassifier,
     OnnxSGDRegressor,
     _version,
@@ -187,7 +188,7 @@ def test_divergence_stops_within_the_batch(monkeypatch, estimator):
         lambda self, ts: np.where(np.asarray(ts) >= start, 1e38, schedule(self, ts)))
     forward = _patch_runs(monkeypatch)
     # No penalty: an L2 decay clipped at zero would zero the coefficients at eta=1e38.
-    model = _model(estimator, max_iter=10, learning_penalty="none")
+    model = _model(estimator, max_iter=10, penalty=None)
     with pytest.raises(ConvergenceError) as info:
         model.fit(X, Y)
     match = _DIVERGED.fullmatch(str(info.value))
@@ -201,7 +202,7 @@ def test_divergence_stops_within_the_batch(monkeypatch, estimator):
 
     # The weights, t_ and n_iter_ of the end of epoch 2.
     monkeypatch.undo()
-    expected = _model(estimator, max_iter=2, learning_penalty="none").fit(X, Y)
+    expected = _model(estimator, max_iter=2, penalty=None).fit(X, Y)
     _assert_weights(_weights(model), _weights(expected))
     assert (model.n_iter_, model.t_, len(model.loss_curve_)) == (2, expected.t_, 2)
     np.testing.assert_array_equal(model.predict(X), expected.predict(X))
@@ -267,7 +268,9 @@ def test_log_losses_are_finite_at_extreme_scores(loss, dtype):
     pytest.param("binary", id="binary"), pytest.param("multiclass", id="multiclass")])
 def test_classifier_trains_on_from_extreme_scores(estimator):
     X_, y_ = (X[Y < 2], Y[Y < 2]) if estimator == "binary" else (X, Y)
-    model = _model(OnnxSGDClassifier, max_iter=1).fit(X_, y_)
+    loss = ("log_loss" if estimator == "binary"
+            else NegLogLearningLoss(eps=0.0, probability_function="softmax"))
+    model = _model(OnnxSGDClassifier, max_iter=1, loss=loss).fit(X_, y_)
     for w in model.optimizer_.weights_:
         w *= -1e4 / np.abs(model.decision_function(X_)).max()  # wrong by 1e4
     scores = model.decision_function(X_)
@@ -547,7 +550,9 @@ def test_20000_partial_fit_calls_do_not_grow_memory(estimator):
 @pytest.mark.parametrize("estimator", ESTIMATORS)
 def test_predict_from_four_threads_matches_single_thread(estimator):
     X_big = np.repeat(X, 20, axis=0) + np.random.RandomState(0).normal(0, 0.1, (3000, 4))
-    model = _model(estimator, max_iter=2).fit(X, Y)
+    # A loss with probabilities, for predict_proba.
+    params = {"loss": "log_loss"} if estimator is OnnxSGDClassifier else {}
+    model = _model(estimator, max_iter=2, **params).fit(X, Y)
     methods = ["predict"] + (["predict_proba", "decision_function"]
                              if is_classifier(model) else [])
     expected = {m: getattr(model, m)(X_big) for m in methods}
@@ -610,6 +615,13 @@ def _assert_everything_kept(model, before):
         np.testing.assert_array_equal(after[key], before[key], err_msg=key)
 
 
+def _no_penalty(model):
+    """The parameter that removes the penalty: the MLPs' L2 is ``alpha``."""
+    if isinstance(model, (OnnxMLPRegressor, OnnxMLPClassifier)):
+        return {"alpha": 0.0}
+    return {"penalty": None}
+
+
 # numpy's warnings on the way to the non-finite loss that stops training.
 _OVERFLOWS = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
                                         "ignore:invalid value encountered:RuntimeWarning")
@@ -625,7 +637,7 @@ def test_divergence_before_any_epoch_keeps_the_model_of_before_the_call(estimato
     model.fit(X, _targets(model))
     before = _everything(model)
     model.set_params(learning_rate=LearningRateSGD(eta0=1e38, learning_rate="constant"),
-                     learning_penalty="none")
+                     **_no_penalty(model))
     with pytest.raises(ConvergenceError, match=r"Training diverged at epoch \d+, batch"):
         getattr(model, method)(X, _targets(model))
     _assert_everything_kept(model, before)
@@ -666,7 +678,8 @@ def test_refit_on_huge_finite_X_trains_and_exposes_its_weights():
     computed without overflow, inside the transaction, and the refit is consistent."""
     model = OnnxSGDRegressor(max_iter=3, tol=None, random_state=0).fit(X, Y_REG)
     model.fit(X * 1e30, Y_REG)
-    eta0 = model.default_learning_rate_.eta0
+    # The default rate (scikit-learn's, times the batch size, capped by the data's scale).
+    eta0 = model.optimizer_.learning_rate_.eta(model.t_)
     assert 0 < eta0 < 1e-59 and np.isfinite(eta0)
     _assert_consistent(model)
     fresh = OnnxSGDRegressor(max_iter=3, tol=None, random_state=0).fit(X * 1e30, Y_REG)
@@ -687,10 +700,11 @@ def test_stable_step_holds_any_finite_data():
 
 @_OVERFLOWS
 def test_huge_X_on_a_fitted_classifier_keeps_it():
-    """The issue's reproducer: 1e30 rows make the log loss NaN in the first epoch."""
-    model = _model(OnnxSGDClassifier, max_iter=2).fit(X, Y)
+    """The issue's reproducer: 1e30 rows make the loss NaN in the first epoch (the hinge
+    loss, the default, whose rate has no cap; the default rate)."""
+    model = _model(OnnxSGDClassifier, max_iter=2, loss="hinge").fit(X, Y)
     before = _everything(model)
-    model.set_params(learning_rate=None)
+    model.set_params(learning_rate=OnnxSGDClassifier().learning_rate)
     with pytest.raises(ConvergenceError, match="diverged at epoch 1"):
         model.fit(X * 1e30, Y)
     _assert_everything_kept(model, before)
@@ -710,7 +724,9 @@ def test_classes_may_name_labels_absent_from_y(estimator):
     """partial_fit(classes=[0, 1, 2, 3]) with three labels in y: four classes, a fourth
     column of probabilities; then the same classes or None, anything else refused with
     scikit-learn's message, the estimator untouched."""
-    model = _model(estimator)
+    # A loss with probabilities, for predict_proba.
+    model = _model(estimator, **({"loss": "log_loss"} if estimator is OnnxSGDClassifier
+                                  else {}))
     model.partial_fit(X, Y, classes=[0, 1, 2, 3])
     np.testing.assert_array_equal(model.classes_, [0, 1, 2, 3])
     assert model.predict_proba(X).shape == (len(Y), 4)

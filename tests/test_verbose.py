@@ -127,7 +127,9 @@ def test_epochs_and_summary_are_logged_on_the_package_logger(caplog):
 
 def test_summary_of_a_divergence(caplog, monkeypatch):
     monkeypatch.setattr(LearningRateSGD, "schedule", lambda self, ts: np.full(len(ts), 1e38))
-    model = OnnxSGDRegressor(max_iter=5, learning_penalty="none", random_state=0)
+    # A rate object is used as given: the default one caps squared-loss steps.
+    model = OnnxSGDRegressor(max_iter=5, penalty=None, learning_rate=LearningRateSGD(),
+                             random_state=0)
     with caplog.at_level(logging.INFO, logger="skl_ortgrad"), pytest.raises(ValueError):
         model.fit(X, Y)
     assert _records(caplog)[-1].startswith("fit: diverged after 0 epoch(s) in ")

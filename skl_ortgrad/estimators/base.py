@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 import sys
+import warnings
 from abc import ABCMeta, abstractmethod
 from typing import Any, ClassVar
 
@@ -18,6 +19,7 @@ import numpy as np
 import onnx
 from onnxruntime import InferenceSession
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -31,9 +33,6 @@ from skl_ortgrad.graph.model import initializers_to_inputs
 from skl_ortgrad.runtime.devices import device_providers, log_severity, parse_device
 from skl_ortgrad.runtime.options import session_options
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
-from skl_ortgrad.training.sgd_learning_loss import BaseLearningLoss
-from skl_ortgrad.training.sgd_learning_penalty import BaseLearningPenalty
-from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate, LearningRateSGD
 from skl_ortgrad.training.snapshot import OptimizerSnapshot
 
 _SPARSE_CHUNK = 4096  # rows densified at once when predicting on a sparse matrix
@@ -60,16 +59,6 @@ def stable_step(X: Any) -> float:
         rows = (rows.toarray() if hasattr(rows, "toarray") else rows) / np.float64(scale)
         squares += float(np.einsum("ij,ij->", rows, rows))
     return max(X.shape[0] / squares / scale / scale, np.finfo(np.float64).tiny)
-
-
-def learning_rate_object(value: Any) -> BaseLearningRate:
-    """The learning-rate object of an estimator parameter: :meth:`BaseLearningRate.select`,
-    except that ``'optimal'`` means scikit-learn's schedule, which starts at
-    :math:`\\sqrt{1/\\sqrt{\\alpha}}` (:meth:`LearningRateSGD.scikit_learn_optimal`) where the
-    seed's ``LearningRateSGD(learning_rate='optimal')`` starts at ``eta0``."""
-    if isinstance(value, str) and value == "optimal":
-        return LearningRateSGD.scikit_learn_optimal()
-    return BaseLearningRate.select(value)
 
 
 def numeric_targets(y: Any) -> np.ndarray:
@@ -145,25 +134,20 @@ class Template:
 
 
 class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
-    """Base of the estimators trained through onnxruntime-training.
+    """Base of the estimators trained through onnxruntime.
 
-    Parameters are those of scikit-learn's SGD estimators, plus the pluggable training
-    objects (``learning_rate``, ``learning_loss``, ``learning_penalty``: None, a float,
-    a string alias or an object), ``device``, ``n_threads``, ``dtype`` and ``backend``.
+    Every estimator takes its scikit-learn counterpart's parameters (a family turns them
+    into the training objects, :meth:`_training_objects`) plus the project's own:
+    ``batch_size``, ``device``, ``n_threads``, ``dtype`` and ``backend``, which every
+    family's ``__init__`` stores as scikit-learn's estimators do.
     """
 
+    # What every estimator validates the same way; a family adds its own parameters.
     _parameter_constraints: ClassVar[dict] = {
-        "learning_rate": [None, Interval(numbers.Real, 0, None, closed="neither"), str,
-                          BaseLearningRate],
-        "learning_loss": [None, str, BaseLearningLoss],
-        "learning_penalty": [None, Interval(numbers.Real, 0, None, closed="left"), str,
-                             BaseLearningPenalty],
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "batch_size": [StrOptions({"auto"}), Interval(numbers.Integral, 1, None, closed="left")],
-        "tol": [None, Interval(numbers.Real, 0, None, closed="left")],
         "n_iter_no_change": [Interval(numbers.Integral, 1, None, closed="left")],
         "early_stopping": ["boolean"],
-        "validation_fraction": [Interval(numbers.Real, 0, 1, closed="neither")],
         "shuffle": ["boolean"],
         "random_state": ["random_state"],
         "warm_start": ["boolean"],
@@ -175,54 +159,17 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         "backend": [StrOptions(set(BACKEND_NAMES))],
     }
 
-    def __init__(
-        self,
-        learning_rate: Any = None,
-        learning_loss: Any = None,
-        learning_penalty: Any = None,
-        max_iter: int = 1000,
-        batch_size: int | str = "auto",
-        tol: float | None = 1e-3,
-        n_iter_no_change: int = 5,
-        early_stopping: bool = False,
-        validation_fraction: float = 0.1,
-        shuffle: bool = True,
-        random_state: Any = None,
-        warm_start: bool = False,
-        verbose: int = 0,
-        device: str = "cpu",
-        n_threads: int = 1,
-        dtype: Any = np.float32,
-        backend: str = "auto",
-    ) -> None:
-        self.learning_rate = learning_rate
-        self.learning_loss = learning_loss
-        self.learning_penalty = learning_penalty
-        self.max_iter = max_iter
-        self.batch_size = batch_size
-        self.tol = tol
-        self.n_iter_no_change = n_iter_no_change
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.shuffle = shuffle
-        self.random_state = random_state
-        self.warm_start = warm_start
-        self.verbose = verbose
-        self.device = device
-        self.n_threads = n_threads
-        self.dtype = dtype
-        self.backend = backend
-
     # -- what subclasses define -------------------------------------------------------
 
-    _default_learning_rate: Any = None
-    _default_learning_penalty: Any = "l2"
     # Whether y may have several columns (validate_data's multi_output).
     _multi_output = False
+    # scikit-learn's error for partial_fit with early_stopping=True.
+    _partial_fit_early_stopping = "early_stopping should be False with partial_fit"
 
     @abstractmethod
-    def _default_loss(self) -> BaseLearningLoss:
-        """The loss used when ``learning_loss`` is None (may depend on fitted classes)."""
+    def _training_objects(self, batch_size: int, mean_weight: float) -> tuple[Any, Any, Any]:
+        """(learning rate, loss, penalty) of the parameters, for mini-batches of
+        ``batch_size`` rows whose sample weights average ``mean_weight``."""
 
     @abstractmethod
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
@@ -247,6 +194,20 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         # test scores on diabetes, breast cancer, iris and digits (200 under-trained iris).
         return min(32, n_samples) if self.batch_size == "auto" else int(self.batch_size)
 
+    def _max_iter_warning(self) -> str | None:
+        """The ConvergenceWarning of a fit that ran ``max_iter`` epochs (None: no warning),
+        in scikit-learn's words for the counterpart."""
+        if self.tol is None:
+            return None
+        return (
+            "Maximum number of iteration reached before convergence. Consider increasing "
+            "max_iter to improve the fit."
+        )
+
+    def _patience(self) -> int:
+        """Epochs without improvement by ``tol`` after which training stops."""
+        return int(self.n_iter_no_change)
+
     def _start(self, X: Any, y: Any, sample_weight: Any) -> None:
         """Called with the validated data before a fresh fit (nothing to do here)."""
 
@@ -254,13 +215,12 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         """Frozen transformation applied before the trained graph (none by default)."""
         return X
 
-    def _default_rate(self, X: Any) -> BaseLearningRate:
-        """The rate used when ``learning_rate`` is None, fixed at the first call on ``X``."""
-        return learning_rate_object(self._default_learning_rate)
+    def _initialize(self, template: Template, init: dict[str, Any]) -> None:
+        """Set initial weights given to ``fit`` (``coef_init``...) in ``template``."""
 
-    def _default_penalty(self, batch_size: float) -> BaseLearningPenalty:
-        """The penalty used when ``learning_penalty`` is None, for batches of that size."""
-        return BaseLearningPenalty.select(self._default_learning_penalty)
+    def _class_sample_weight(self, y: Any, sample_weight: Any, partial: bool) -> Any:
+        """``sample_weight`` times the weights of the classes (none by default)."""
+        return sample_weight
 
     def _dtype(self) -> np.dtype:
         """The float type the graph computes in (``dtype`` parameter, validated)."""
@@ -272,24 +232,6 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             raise ValueError(f"dtype must be np.float32 or np.float64, got {self.dtype!r}.")
         return dtype
 
-    def _loss(self) -> BaseLearningLoss:
-        """The loss object: ``learning_loss`` or the estimator's default."""
-        if self.learning_loss is None:
-            return self._default_loss()
-        return BaseLearningLoss.select(self.learning_loss)
-
-    def _training_objects(self, batch_size: float) -> tuple[Any, Any, Any]:
-        rate = (
-            self.default_learning_rate_ if self.learning_rate is None
-            else learning_rate_object(self.learning_rate)
-        )
-        loss = self._loss()
-        penalty = (
-            self._default_penalty(batch_size) if self.learning_penalty is None
-            else BaseLearningPenalty.select(self.learning_penalty)
-        )
-        return rate, loss, penalty
-
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> BaseOnnxEstimator:
         """Train for up to ``max_iter`` epochs (from scratch unless ``warm_start``).
 
@@ -299,9 +241,18 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         y : array-like of shape (n_samples,)
         sample_weight : array-like of shape (n_samples,), optional
         """
+        return self._fit(X, y, sample_weight, {})
+
+    def _fit(self, X: Any, y: Any, sample_weight: Any, init: dict[str, Any]) -> BaseOnnxEstimator:
+        """``fit``, starting from the initial weights ``init`` (name -> value) if given."""
         self._validate_params()
-        restart = not (self.warm_start and hasattr(self, "optimizer_"))
-        return self._train(X, y, sample_weight, restart=restart, partial=False, classes=None)
+        restart = not (self.warm_start and hasattr(self, "optimizer_")) or bool(init)
+        self._train(X, y, sample_weight, restart=restart, partial=False, classes=None,
+                    init=init)
+        message = self._max_iter_warning()
+        if self.n_iter_ == self.max_iter and message is not None:
+            warnings.warn(message, ConvergenceWarning, stacklevel=3)
+        return self
 
     def partial_fit(self, X: Any, y: Any, sample_weight: Any = None) -> BaseOnnxEstimator:
         """One epoch over ``(X, y)``, continuing from the current weights and ``t_``."""
@@ -311,10 +262,13 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         first = not hasattr(self, "optimizer_")
         # scikit-learn's SGD estimators validate their parameters at every call.
         self._validate_params()
+        if self.early_stopping:
+            raise ValueError(self._partial_fit_early_stopping)
         return self._train(X, y, sample_weight, restart=first, partial=True, classes=classes)
 
     def _train(
-        self, X: Any, y: Any, sample_weight: Any, restart: bool, partial: bool, classes: Any
+        self, X: Any, y: Any, sample_weight: Any, restart: bool, partial: bool, classes: Any,
+        init: dict[str, Any] | None = None,
     ) -> BaseOnnxEstimator:
         """The one training path of ``fit`` and ``partial_fit``: one transaction.
 
@@ -345,6 +299,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
                 check_dtype_range(sample_weight, dtype, "sample_weight")
                 sample_weight = sample_weight.astype(dtype)
             targets = self._prepare_targets(y, restart, classes)
+            sample_weight = self._class_sample_weight(y, sample_weight, partial)
             check_dtype_range(targets[:, 0] if targets.shape[1] == 1 else targets, dtype, "y")
             targets = targets.astype(dtype, copy=False)
             if restart:
@@ -354,14 +309,14 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
                 parse_device(self.device)
                 device_providers(self.device)
                 self.backend_ = resolve_backend(self.backend)
-                self.default_learning_rate_ = self._default_rate(X)
-                self._build_optimizer(X.shape[1], X.shape[0])
+                # What the default rates need of the data, fixed at the first call so
+                # that a stream of partial_fit calls keeps one schedule.
+                self._stable_step = stable_step(X)
+                self._build_optimizer(X.shape[1], X.shape[0], init or {})
             optimizer = self.optimizer_
             batch_size = self._resolved_batch_size(X.shape[0])
-            # A penalty scaled per batch sees the batch's weight, as the weighted mean loss
-            # does: integer weights then train exactly like repeated rows.
             mean_weight = 1.0 if sample_weight is None else float(np.mean(sample_weight))
-            rate, loss, penalty = self._training_objects(batch_size * mean_weight)
+            rate, loss, penalty = self._training_objects(batch_size, mean_weight)
             X_val = y_val = scorer = None
             if self.early_stopping and not partial:
                 X, X_val, targets, y_val, sample_weight, y_val_raw = self._validation_split(
@@ -378,6 +333,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
                 # size) whatever the sizes of a stream of partial_fit calls.
                 batch_size=self._resolved_batch_size(sys.maxsize),
                 tol=None if partial else self.tol,
+                n_iter_no_change=self._patience(),
                 warm_start=not restart or partial,
                 verbose=self.verbose,
             )
@@ -386,13 +342,12 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             raise
         before = len(optimizer.train_losses_) if not restart else 0
         try:
+            # validate_data checked the values: the optimizer only casts them.
+            data = optimizer._as_arrays(X, targets, sample_weight)
             if partial:
-                # validate_data checked the values: the optimizer only casts them.
-                optimizer._partial_fit_data(optimizer._as_arrays(X, targets, sample_weight))
+                optimizer._partial_fit_data(data)
             else:
-                optimizer._fit_data(
-                    optimizer._as_arrays(X, targets, sample_weight), X_val, y_val, scorer
-                )
+                self._solve(data, X_val, y_val, scorer)
         except KeyboardInterrupt:
             # The batches completed stay: expose them before re-raising.
             self._sync(partial, before)
@@ -409,6 +364,10 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             raise
         self._sync(partial, before)
         return self
+
+    def _solve(self, data: tuple[list[Any], bool], X_val: Any, y_val: Any, scorer: Any) -> None:
+        """Train ``optimizer_`` on checked ``data`` for ``fit`` (mini-batch epochs)."""
+        self.optimizer_._fit_data(data, X_val, y_val, scorer)
 
     def _rollback(self, saved: dict[str, Any], snapshot: OptimizerSnapshot | None) -> None:
         """Put the estimator (attributes ``saved``) and its optimizer back."""
@@ -441,10 +400,11 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             )
         return X_tr, X_val, t_tr, t_val, w_tr, y_val
 
-    def _build_optimizer(self, n_features: int, n_samples: int) -> None:
+    def _build_optimizer(self, n_features: int, n_samples: int, init: dict[str, Any]) -> None:
         template = self._template(n_features, self._dtype())
+        self._initialize(template, init)
         self._template_ = template
-        rate, loss, penalty = self._training_objects(self._resolved_batch_size(n_samples))
+        rate, loss, penalty = self._training_objects(self._resolved_batch_size(n_samples), 1.0)
         train_model = select_model_output(template.model, template.score)
         self.optimizer_ = OrtGradientForwardBackwardOptimizer(
             train_model,
@@ -455,7 +415,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             device=self.device,
             shuffle=self.shuffle,
             random_state=self.random_state,
-            n_iter_no_change=self.n_iter_no_change,
+            n_iter_no_change=self._patience(),
             n_threads=self.n_threads,
             validation_every=1,
             penalized_weights=template.penalized,

@@ -8,8 +8,6 @@ from typing import Any
 import numpy as np
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
 
-from skl_ortgrad.training.sgd_learning_loss import NegLogLearningLoss
-
 
 def onnx_classes(classes: np.ndarray) -> np.ndarray:
     """Class labels as the ONNX graph stores them: int64 for integers, else strings.
@@ -59,12 +57,6 @@ class ClassifierTargetsMixin:
         one_hot = np.zeros((len(index), len(self.classes_)), dtype=np.float32)
         one_hot[np.arange(len(index)), index] = 1
         return one_hot
-
-    def _default_loss(self) -> NegLogLearningLoss:
-        # eps=0 selects the stable log-sigmoid / log-softmax form, whose gradient does
-        # not vanish on badly misclassified samples (eps > 0 caps the loss and does).
-        function = "sigmoid" if len(self.classes_) == 2 else "softmax"
-        return NegLogLearningLoss(eps=0.0, probability_function=function)
 
     def partial_fit(
         self, X: Any, y: Any, classes: Any = None, sample_weight: Any = None

@@ -91,9 +91,11 @@ def _sgd_regressor(estimator: OnnxSGDRegressor) -> LinearRegression:
 
 
 def _sgd_classifier(estimator: OnnxSGDClassifier) -> SGDClassifier | LogisticRegression:
-    if len(estimator.classes_) == 2:
-        # The graph OnnxSGDClassifier trains: one score, sigmoid probabilities.
-        model = SGDClassifier(loss="log_loss")
+    if len(estimator.classes_) == 2 or estimator._counterpart_loss() == "modified_huber":
+        # The graph OnnxSGDClassifier trains: one score, sigmoid (or modified Huber's)
+        # probabilities; for several classes skl2onnx's modified Huber graph labels the
+        # class of the highest probability, the first of those clipped at 1.
+        model = SGDClassifier(loss=estimator._counterpart_loss())
     else:
         model = LogisticRegression()
         if not estimator._softmax_loss():

@@ -17,7 +17,9 @@ the step and the operators that hold their parameters.
 from __future__ import annotations
 
 import copy
+import numbers
 import warnings
+from abc import abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
@@ -27,15 +29,11 @@ from sklearn.base import ClassifierMixin, RegressorMixin, clone, is_classifier
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.linear_model import LogisticRegression, SGDClassifier
 from sklearn.pipeline import Pipeline
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import unique_labels
 from sklearn.utils.validation import check_is_fitted
 
-from skl_ortgrad.estimators.base import (
-    BaseOnnxEstimator,
-    Template,
-    numeric_targets,
-    stable_step,
-)
+from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, numeric_targets
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin
 from skl_ortgrad.graph.ml_rewrites import rewrite_no_gradient_ops
 from skl_ortgrad.graph.model import TARGET_OPSET
@@ -45,7 +43,8 @@ from skl_ortgrad.training.sgd_learning_loss import (
     NegLogLearningLoss,
     SquareLearningLoss,
 )
-from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
+from skl_ortgrad.training.sgd_learning_penalty import BaseLearningPenalty
+from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate, LearningRateSGD
 
 _LINEAR_OPS = {"LinearRegressor", "LinearClassifier"}
 
@@ -95,16 +94,23 @@ class _BaseOnnxGradient(BaseOnnxEstimator):
     """Fine-tuning of the final step of a fitted estimator."""
 
     _parameter_constraints: ClassVar[dict] = {
-        **BaseOnnxEstimator._parameter_constraints, "estimator": [object]
+        **BaseOnnxEstimator._parameter_constraints,
+        "estimator": [object],
+        "learning_rate": [None, Interval(numbers.Real, 0, None, closed="neither"), str,
+                          BaseLearningRate],
+        "loss": [None, str, BaseLearningLoss],
+        "penalty": [None, Interval(numbers.Real, 0, None, closed="left"), str,
+                    BaseLearningPenalty],
+        "tol": [None, Interval(numbers.Real, 0, None, closed="left")],
+        "validation_fraction": [Interval(numbers.Real, 0, 1, closed="neither")],
     }
-    _default_learning_penalty = "none"
 
     def __init__(
         self,
         estimator: Any,
         learning_rate: Any = None,
-        learning_loss: Any = None,
-        learning_penalty: Any = None,
+        loss: Any = None,
+        penalty: Any = None,
         max_iter: int = 100,
         batch_size: int | str = "auto",
         tol: float | None = 1e-4,
@@ -121,14 +127,46 @@ class _BaseOnnxGradient(BaseOnnxEstimator):
         backend: str = "auto",
     ) -> None:
         self.estimator = estimator
-        super().__init__(
-            learning_rate=learning_rate, learning_loss=learning_loss,
-            learning_penalty=learning_penalty, max_iter=max_iter, batch_size=batch_size,
-            tol=tol, n_iter_no_change=n_iter_no_change, early_stopping=early_stopping,
-            validation_fraction=validation_fraction, shuffle=shuffle,
-            random_state=random_state, warm_start=warm_start, verbose=verbose,
-            device=device, n_threads=n_threads, dtype=dtype, backend=backend,
+        self.learning_rate = learning_rate
+        self.loss = loss
+        self.penalty = penalty
+        self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.device = device
+        self.n_threads = n_threads
+        self.dtype = dtype
+        self.backend = backend
+
+    def _training_objects(self, batch_size: int, mean_weight: float) -> tuple[Any, Any, Any]:
+        """``learning_rate``, ``loss`` and ``penalty`` through the training objects'
+        ``select`` (None: the defaults of :meth:`_default_rate`, :meth:`_default_loss`
+        and no penalty)."""
+        rate = (
+            self._default_rate() if self.learning_rate is None
+            else BaseLearningRate.select(self.learning_rate)
         )
+        loss = self._default_loss() if self.loss is None else BaseLearningLoss.select(self.loss)
+        return rate, loss, BaseLearningPenalty.select(self.penalty)
+
+    def _default_rate(self) -> LearningRateSGD:
+        """A constant step :math:`\\min(10^{-3}, 1 / E\\|x\\|^2)` on the graph's inputs.
+
+        Small, so training continues from the fitted solution instead of undoing it,
+        and below the stable step of a linear layer on unscaled features.
+        """
+        return LearningRateSGD(eta0=min(1e-3, self._stable_step), learning_rate="constant")
+
+    @abstractmethod
+    def _default_loss(self) -> BaseLearningLoss:
+        """The loss used when ``loss`` is None."""
 
     def _start(self, X: Any, y: Any, sample_weight: Any) -> None:
         """``estimator_``: a copy of the fitted estimator, or a fitted clone of it."""
@@ -145,15 +183,6 @@ class _BaseOnnxGradient(BaseOnnxEstimator):
     def _fit_clone(self, X: Any, y: Any, fit_params: dict[str, Any]) -> Any:
         """A clone of the unfitted ``estimator`` fitted on the first call's data."""
         return clone(self.estimator).fit(X, y, **fit_params)
-
-    def _default_rate(self, X: Any) -> LearningRateSGD:
-        """A constant step :math:`\\min(10^{-3}, 1 / E\\|x\\|^2)` on the graph's inputs.
-
-        Small, so training continues from the fitted solution instead of undoing it,
-        and below the stable step of a linear layer on unscaled features.
-        """
-        eta0 = min(1e-3, stable_step(X))
-        return LearningRateSGD(eta0=eta0, learning_rate="constant")
 
     def _preprocess(self, X: Any) -> Any:
         frozen, _, _ = _split(self.estimator_)
@@ -208,11 +237,14 @@ class OnnxGradientRegressor(RegressorMixin, _BaseOnnxGradient):
     learning_rate : None, float, str or BaseLearningRate
         None: a constant rate :math:`\\min(10^{-3}, 1 / E\\|x\\|^2)` over the inputs of the
         final step, small enough not to undo the fitted solution.
-    learning_penalty : None, float, str or BaseLearningPenalty
-        None: no penalty.
-    learning_loss, max_iter, batch_size, tol, n_iter_no_change, early_stopping :
+    loss : None, str or BaseLearningLoss
+        None: squared error (regressor); the cross-entropy of the graph's probabilities
+        (classifier). A string is an alias of :meth:`BaseLearningLoss.select`.
+    penalty : None, float, str or BaseLearningPenalty
+        None: no penalty; see :meth:`BaseLearningPenalty.select`.
+    max_iter, batch_size, tol, n_iter_no_change, early_stopping, validation_fraction :
         As in :class:`~skl_ortgrad.OnnxSGDRegressor`.
-    validation_fraction, shuffle, random_state, warm_start, verbose :
+    shuffle, random_state, warm_start, verbose :
         As in :class:`~skl_ortgrad.OnnxSGDRegressor`.
     device, n_threads, dtype, backend :
         As in :class:`~skl_ortgrad.OnnxSGDRegressor`.

@@ -19,14 +19,27 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils import check_random_state
+from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, numeric_targets
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
 from skl_ortgrad.graph.model import TARGET_OPSET
 from skl_ortgrad.graph.weights import get_train_initializer
-from skl_ortgrad.training.sgd_learning_loss import SquareLearningLoss
+from skl_ortgrad.training.lbfgs import fit_lbfgs
+from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
+from skl_ortgrad.training.sgd_learning_loss import (
+    BaseLearningLoss,
+    NegLogLearningLoss,
+    SquareLearningLoss,
+)
 from skl_ortgrad.training.sgd_learning_penalty import ElasticLearningPenalty
+from skl_ortgrad.training.sgd_learning_rate import (
+    BaseLearningRate,
+    LearningRateAdam,
+    LearningRateSGD,
+    LearningRateSGDNesterov,
+)
 
 
 def _reshape_output(onx: Any, n_outputs: int) -> None:
@@ -48,63 +61,91 @@ def _reshape_output(onx: Any, n_outputs: int) -> None:
 
 
 class _BaseOnnxMLP(BaseOnnxEstimator):
-    """What both MLPs share: shape, initialization, conversion, fitted attributes."""
+    """What both MLPs share: scikit-learn's parameters, shape, initialization, conversion,
+    fitted attributes."""
 
     _parameter_constraints: ClassVar[dict] = {
+        **MLPClassifier._parameter_constraints,
         **BaseOnnxEstimator._parameter_constraints,
-        "hidden_layer_sizes": ["array-like", Interval(numbers.Integral, 1, None, closed="left")],
-        "activation": [StrOptions({"identity", "logistic", "tanh", "relu"})],
-        "alpha": [Interval(numbers.Real, 0, None, closed="left")],
+        "solver": [StrOptions({"lbfgs", "sgd", "adam"}), BaseLearningRate],
+        "learning_rate": [StrOptions({"constant", "invscaling", "adaptive"}), BaseLearningRate],
+        # None (no stopping rule: max_iter epochs) is this package's addition.
+        "tol": [Interval(numbers.Real, 0, None, closed="left"), None],
     }
-    # scikit-learn's MLP trains with Adam at 0.001 by default.
-    _default_learning_rate = "adam"
-
-    def __init__(
-        self,
-        hidden_layer_sizes: Any = (100,),
-        activation: str = "relu",
-        alpha: float = 0.0001,
-        learning_rate: Any = None,
-        learning_loss: Any = None,
-        learning_penalty: Any = None,
-        max_iter: int = 200,
-        batch_size: int | str = "auto",
-        tol: float | None = 1e-4,
-        n_iter_no_change: int = 10,
-        early_stopping: bool = False,
-        validation_fraction: float = 0.1,
-        shuffle: bool = True,
-        random_state: Any = None,
-        warm_start: bool = False,
-        verbose: int = 0,
-        device: str = "cpu",
-        n_threads: int = 1,
-        dtype: Any = np.float32,
-        backend: str = "auto",
-    ) -> None:
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.alpha = alpha
-        super().__init__(
-            learning_rate=learning_rate, learning_loss=learning_loss,
-            learning_penalty=learning_penalty, max_iter=max_iter, batch_size=batch_size,
-            tol=tol, n_iter_no_change=n_iter_no_change, early_stopping=early_stopping,
-            validation_fraction=validation_fraction, shuffle=shuffle,
-            random_state=random_state, warm_start=warm_start, verbose=verbose,
-            device=device, n_threads=n_threads, dtype=dtype, backend=backend,
-        )
+    _partial_fit_early_stopping = "partial_fit does not support early_stopping=True"
 
     def _resolved_batch_size(self, n_samples: int) -> int:
-        # scikit-learn's MLP rule.
+        # scikit-learn's MLP rule; L-BFGS sees the whole data at once.
+        if self.solver == "lbfgs":
+            return n_samples
         return min(200, n_samples) if self.batch_size == "auto" else int(self.batch_size)
 
-    def _default_penalty(self, batch_size: float) -> ElasticLearningPenalty:
-        r"""scikit-learn's MLP L2 term :math:`\frac{\alpha}{2 n_B} \sum \|W\|^2`.
+    def _patience(self) -> int:
+        # scikit-learn's MLPs stop once the count of epochs without improvement exceeds
+        # n_iter_no_change; the optimizer stops when it reaches its own.
+        return int(self.n_iter_no_change) + 1
+
+    def _max_iter_warning(self) -> str | None:
+        if self.solver == "lbfgs" or self.tol is None:
+            return None  # fit_lbfgs warns in scikit-learn's words for L-BFGS
+        return (
+            f"Stochastic Optimizer: Maximum iterations ({self.max_iter}) reached and the "
+            "optimization hasn't converged yet."
+        )
+
+    def _rate(self) -> BaseLearningRate:
+        """The update rule of ``solver`` with scikit-learn's MLP parameters.
+
+        'adam': :class:`~skl_ortgrad.LearningRateAdam` (``learning_rate_init``,
+        ``beta_1``, ``beta_2``, ``epsilon``); 'sgd': the ``learning_rate`` schedule from
+        ``learning_rate_init`` (``power_t``), with ``momentum`` (Nesterov's if
+        ``nesterovs_momentum``); an object given as ``solver`` or ``learning_rate`` is
+        used as given.
+        """
+        for value in (self.solver, self.learning_rate):
+            if isinstance(value, BaseLearningRate):
+                return value
+        eta0 = float(self.learning_rate_init)
+        if self.solver == "adam":
+            return LearningRateAdam(eta0=eta0, beta1=float(self.beta_1),
+                                    beta2=float(self.beta_2), epsilon=float(self.epsilon))
+        schedule = "constant" if self.learning_rate == "adaptive" else self.learning_rate
+        plain = {"eta0": eta0, "power_t": float(self.power_t), "learning_rate": schedule}
+        rate = (
+            LearningRateSGDNesterov(**plain, momentum=float(self.momentum),
+                                    nesterov=bool(self.nesterovs_momentum))
+            if self.momentum > 0 else LearningRateSGD(**plain)
+        )
+        if self.learning_rate == "adaptive":
+            return ScaledLearningRate(rate, adaptive=True)
+        return rate
+
+    def _training_objects(self, batch_size: int, mean_weight: float) -> tuple[Any, Any, Any]:
+        r"""The rate of :meth:`_rate`, the loss, and scikit-learn's MLP L2 term
+        :math:`\frac{\alpha}{2 n_B} \sum \|W\|^2`.
 
         Its gradient is :math:`\alpha W / n_B` for a batch of :math:`n_B` rows, which the
-        penalty applies as the decay :math:`W \leftarrow W (1 - \eta \alpha / n_B)`.
+        penalty applies as the decay :math:`W \leftarrow W (1 - \eta \alpha / n_B)`; a
+        batch's sample weights count as its rows, as in the weighted mean loss.
         """
-        return ElasticLearningPenalty(l1=0.0, l2=float(self.alpha) / max(batch_size, 1e-12))
+        rows = max(batch_size * mean_weight, 1e-12)
+        penalty = ElasticLearningPenalty(l1=0.0, l2=float(self.alpha) / rows)
+        return self._rate(), self._loss(), penalty
+
+    def _solve(self, data: tuple[list[Any], bool], X_val: Any, y_val: Any, scorer: Any) -> None:
+        if self.solver != "lbfgs":
+            super()._solve(data, X_val, y_val, scorer)
+            return
+        fit_lbfgs(self.optimizer_, data, int(self.max_iter), int(self.max_fun),
+                  0.0 if self.tol is None else float(self.tol))
+
+    def _is_stochastic(self) -> bool:
+        if self.solver == "lbfgs":
+            raise AttributeError(
+                "partial_fit is only available for stochastic optimizers. lbfgs is not "
+                "stochastic."
+            )
+        return True
 
     def _hidden(self) -> list[int]:
         sizes = self.hidden_layer_sizes
@@ -166,35 +207,58 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
             self.loss_ = float(self.loss_curve_[-1])
 
 
+def _store(estimator: BaseOnnxEstimator, params: dict[str, Any]) -> None:
+    """Store ``__init__``'s arguments as attributes of the same name, and nothing else."""
+    for name, value in params.items():
+        if name not in ("self", "__class__"):
+            setattr(estimator, name, value)
+
+
 _SHARED_DOC = """
     Parameters
     ----------
     hidden_layer_sizes : tuple of int, default=(100,)
         Units of each hidden layer.
     activation : {'relu', 'tanh', 'logistic', 'identity'}, default='relu'
+    solver : {'adam', 'sgd', 'lbfgs'} or BaseLearningRate, default='adam'
+        As in scikit-learn. 'lbfgs' minimizes the loss of the whole data with
+        ``scipy.optimize`` (L-BFGS-B), the loss and its gradient computed by onnxruntime
+        (``max_iter`` iterations, ``max_fun`` evaluations, ``tol`` on the gradient); it
+        has no ``partial_fit``. An object (``LearningRateAdam(...)``,
+        ``LearningRateSGDNesterov(...)``...) is used as given, and the parameters of
+        'adam' and 'sgd' are then ignored.
     alpha : float, default=0.0001
         L2 penalty as scikit-learn's MLP: the term :math:`\\frac{\\alpha}{2 n_B}
-        \\sum_i \\|W_i\\|^2` on the coefficients of every batch of :math:`n_B` rows. An
-        explicit ``learning_penalty`` replaces it.
-    learning_rate : None, float, str or BaseLearningRate
-        None: Adam with :math:`\\eta = 0.001` (scikit-learn's MLP default).
-    learning_loss, learning_penalty, early_stopping, validation_fraction, shuffle :
+        \\sum_i \\|W_i\\|^2` on the coefficients of every batch of :math:`n_B` rows.
+    batch_size : int or 'auto', default='auto'
+        min(200, n_samples) for 'auto', as scikit-learn.
+    learning_rate : {'constant', 'invscaling', 'adaptive'} or BaseLearningRate
+        Schedule of ``solver='sgd'`` as in scikit-learn ('adaptive' divides the rate by
+        5 when training stops improving); an object is used as given, as for
+        ``solver``.
+    learning_rate_init, power_t, momentum, nesterovs_momentum, beta_1, beta_2, epsilon :
+        As in scikit-learn.
+    max_iter, shuffle, random_state, tol, warm_start, early_stopping,
+    validation_fraction, n_iter_no_change, max_fun :
+        As in scikit-learn.
+    verbose : bool or int, default=False
+        As :class:`~skl_ortgrad.OnnxSGDRegressor`'s.
+    device, n_threads, dtype, backend :
         As in :class:`~skl_ortgrad.OnnxSGDRegressor`.
-    random_state, warm_start, verbose, device, n_threads, dtype, backend :
-        As in :class:`~skl_ortgrad.OnnxSGDRegressor`.
-    max_iter, tol, n_iter_no_change, batch_size :
-        As in :class:`~skl_ortgrad.OnnxSGDRegressor`; the defaults of ``max_iter``
-        (200), ``tol`` (1e-4), ``n_iter_no_change`` (10) and ``batch_size``
-        ('auto' = min(200, n_samples)) are scikit-learn's MLP ones.
 """
 
 
 class OnnxMLPRegressor(RegressorMixin, _BaseOnnxMLP):
     __doc__ = (
-        """Multi-layer perceptron regressor trained on its ONNX graph.
+        """Multi-layer perceptron regressor trained on its ONNX graph: a drop-in
+    replacement of ``MLPRegressor``.
 
-    Minimizes :math:`\\frac{1}{2 n_B} \\sum_i \\|f(x_i) - y_i\\|^2` (or ``learning_loss``)
-    over mini-batches; single and multi-output ``y``.
+    Minimizes :math:`\\frac{1}{2 n_B} \\sum_i \\|f(x_i) - y_i\\|^2` (or the ``loss``
+    object) over mini-batches; single and multi-output ``y``.
+
+    loss : 'squared_error' or BaseLearningLoss, default='squared_error'
+        'poisson' is refused at ``fit`` (not implemented); an object (a regression loss)
+        is used as given.
     """
         + _SHARED_DOC
         + """
@@ -212,9 +276,64 @@ class OnnxMLPRegressor(RegressorMixin, _BaseOnnxMLP):
     )
 
     _multi_output = True
+    _parameter_constraints: ClassVar[dict] = {
+        **_BaseOnnxMLP._parameter_constraints,
+        "loss": [StrOptions({"squared_error", "poisson"}), BaseLearningLoss],
+    }
 
-    def _default_loss(self) -> SquareLearningLoss:
+    def __init__(
+        self,
+        loss: Any = "squared_error",
+        hidden_layer_sizes: Any = (100,),
+        activation: str = "relu",
+        *,
+        solver: Any = "adam",
+        alpha: float = 0.0001,
+        batch_size: int | str = "auto",
+        learning_rate: Any = "constant",
+        learning_rate_init: float = 0.001,
+        power_t: float = 0.5,
+        max_iter: int = 200,
+        shuffle: bool = True,
+        random_state: Any = None,
+        tol: float = 1e-4,
+        verbose: bool = False,
+        warm_start: bool = False,
+        momentum: float = 0.9,
+        nesterovs_momentum: bool = True,
+        early_stopping: bool = False,
+        validation_fraction: float = 0.1,
+        beta_1: float = 0.9,
+        beta_2: float = 0.999,
+        epsilon: float = 1e-8,
+        n_iter_no_change: int = 10,
+        max_fun: int = 15000,
+        device: str = "cpu",
+        n_threads: int = 1,
+        dtype: Any = np.float32,
+        backend: str = "auto",
+    ) -> None:
+        _store(self, locals())
+
+    def _loss(self) -> BaseLearningLoss:
+        if isinstance(self.loss, BaseLearningLoss):
+            if self.loss.is_classification:
+                raise ValueError(
+                    f"loss={self.loss!r} is a classification loss; OnnxMLPRegressor takes "
+                    "'squared_error' or a regression loss object."
+                )
+            return self.loss
+        if self.loss == "poisson":
+            raise ValueError(
+                "loss='poisson' is not implemented by OnnxMLPRegressor; use "
+                "'squared_error' or a regression loss object."
+            )
         return SquareLearningLoss()
+
+    @available_if(_BaseOnnxMLP._is_stochastic)
+    def partial_fit(self, X: Any, y: Any, sample_weight: Any = None) -> OnnxMLPRegressor:
+        """One epoch over ``(X, y)`` (stochastic solvers only, as in scikit-learn)."""
+        return super().partial_fit(X, y, sample_weight=sample_weight)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -266,6 +385,53 @@ class OnnxMLPClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxMLP):
         As in scikit-learn.
     """
     )
+
+    def __init__(
+        self,
+        hidden_layer_sizes: Any = (100,),
+        activation: str = "relu",
+        *,
+        solver: Any = "adam",
+        alpha: float = 0.0001,
+        batch_size: int | str = "auto",
+        learning_rate: Any = "constant",
+        learning_rate_init: float = 0.001,
+        power_t: float = 0.5,
+        max_iter: int = 200,
+        shuffle: bool = True,
+        random_state: Any = None,
+        tol: float = 1e-4,
+        verbose: bool = False,
+        warm_start: bool = False,
+        momentum: float = 0.9,
+        nesterovs_momentum: bool = True,
+        early_stopping: bool = False,
+        validation_fraction: float = 0.1,
+        beta_1: float = 0.9,
+        beta_2: float = 0.999,
+        epsilon: float = 1e-8,
+        n_iter_no_change: int = 10,
+        max_fun: int = 15000,
+        device: str = "cpu",
+        n_threads: int = 1,
+        dtype: Any = np.float32,
+        backend: str = "auto",
+    ) -> None:
+        _store(self, locals())
+
+    def _loss(self) -> BaseLearningLoss:
+        # eps=0 selects the stable log-sigmoid / log-softmax form, whose gradient does
+        # not vanish on badly misclassified samples.
+        function = "sigmoid" if len(self.classes_) == 2 else "softmax"
+        return NegLogLearningLoss(eps=0.0, probability_function=function)
+
+    @available_if(_BaseOnnxMLP._is_stochastic)
+    def partial_fit(
+        self, X: Any, y: Any, classes: Any = None, sample_weight: Any = None
+    ) -> OnnxMLPClassifier:
+        """One epoch over ``(X, y)`` (stochastic solvers only, as in scikit-learn);
+        ``classes`` is required on the first call."""
+        return super().partial_fit(X, y, classes=classes, sample_weight=sample_weight)
 
     def _template(self, n_features: int, dtype: np.dtype) -> Template:
         binary = len(self.classes_) == 2

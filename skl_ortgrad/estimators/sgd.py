@@ -3,25 +3,36 @@ drop-in replacements for scikit-learn's ``SGDRegressor`` and ``SGDClassifier``."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from onnx import helper as onnx_helper
 from onnx import numpy_helper
 from skl2onnx import to_onnx
 from sklearn.base import ClassifierMixin, RegressorMixin
-from sklearn.linear_model import LinearRegression, LogisticRegression, SGDClassifier
-
-from skl_ortgrad.estimators.base import (
-    BaseOnnxEstimator,
-    Template,
-    numeric_targets,
-    stable_step,
+from sklearn.linear_model import (
+    LinearRegression,
+    LogisticRegression,
+    SGDClassifier,
+    SGDRegressor,
 )
+from sklearn.utils import compute_class_weight
+from sklearn.utils._available_if import available_if
+from sklearn.utils._param_validation import StrOptions
+
+from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, numeric_targets
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
+from skl_ortgrad.estimators.sgd_parameters import (
+    CLASSIFICATION_LOSSES,
+    REGRESSION_LOSSES,
+    sgd_learning_rate,
+    sgd_loss,
+    sgd_penalty,
+)
 from skl_ortgrad.graph.model import TARGET_OPSET
-from skl_ortgrad.training.sgd_learning_loss import SquareLearningLoss
-from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
+from skl_ortgrad.training.sgd_learning_loss import BaseLearningLoss
+from skl_ortgrad.training.sgd_learning_penalty import BaseLearningPenalty
+from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate
 
 _LINEAR_WEIGHTS = ["coef", "intercept"]
 
@@ -55,9 +66,15 @@ def _stable_one_vs_rest(onx: Any, score: str) -> Any:
     skl2onnx writes each sigmoid as ``Reciprocal(Add(Exp(Mul(s, -1)), 1))``: ``Exp``
     overflows for scores below -88 in float32, all probabilities underflow to 0 and the
     label, an ``ArgMax`` over them, no longer follows the scores. The sigmoid becomes the
-    ``Sigmoid`` operator and the label an ``ArgMax`` over the raw scores.
+    ``Sigmoid`` operator and the label an ``ArgMax`` over the raw scores (which also
+    breaks the ties of modified Huber's probabilities, clipped at 1).
     """
     graph = onx.graph
+    if not any(node.op_type == "Reciprocal" for node in graph.node):
+        for node in graph.node:
+            if node.op_type == "ArgMax":
+                node.input[0] = score
+        return onx
     producers = {out: node for node in graph.node for out in node.output}
     reciprocal = next(node for node in graph.node if node.op_type == "Reciprocal")
     chain, name = [reciprocal], reciprocal.input[0]
@@ -81,85 +98,230 @@ def _stable_one_vs_rest(onx: Any, score: str) -> Any:
     return onx
 
 
-class OnnxSGDRegressor(RegressorMixin, BaseOnnxEstimator):
-    """Linear regression trained by mini-batch SGD on its ONNX graph.
-
-    The model is :math:`f(x) = x^\\top w + b`; training minimizes the mean of the
-    ``learning_loss`` (squared error by default) plus the ``learning_penalty`` (L2 with
-    :math:`\\alpha = 10^{-4}` by default, as ``SGDRegressor``), with mini-batches of
-    ``batch_size`` rows ('auto': min(32, n_samples)).
-
-    Parameters
-    ----------
-    learning_rate : None, float, str or BaseLearningRate
-        None: invscaling (``power_t=0.25``) with
-        :math:`\\eta_0 = \\min(0.01\\, b, 1 / E\\|x\\|^2)` for batches of :math:`b` rows,
-        fixed at the first call (see ``default_learning_rate_``); a float:
-        a constant rate; a string alias ('invscaling', 'optimal', 'constant',
-        'nesterov'...); or an object (its parameters are reachable as
-        ``learning_rate__eta0`` in a grid search).
-    learning_loss : None, str or BaseLearningLoss
-        'squared_error' (default), 'absolute_error', 'elastic', 'huber',
-        'epsilon_insensitive', or an object.
-    learning_penalty : None, float, str or BaseLearningPenalty
-        None: 'l2' (:math:`\\alpha = 10^{-4}`); a float: L2 with that alpha; 'l1',
-        'elasticnet', 'none', or an object.
-    max_iter, tol, n_iter_no_change, early_stopping, validation_fraction :
-        As in ``SGDRegressor``.
-    shuffle, random_state, warm_start :
-        As in ``SGDRegressor``.
-    verbose : int
-        0: nothing shown. 1: a progress bar over the epochs of ``fit`` in a terminal or a
-        notebook, one plain line per epoch elsewhere, then a summary line (why training
-        stopped, epochs, time, final loss); ``partial_fit`` writes one line per call.
-        2: also every batch's loss and learning rate. Whatever ``verbose``, these lines
-        are logged at INFO on the ``skl_ortgrad`` logger (see the user guide).
-    batch_size : int or 'auto'
-        Rows per mini-batch.
-    device : str
+_PROJECT_PARAMETERS_DOC = """
+    batch_size : int or 'auto', default='auto'
+        Rows per mini-batch ('auto': min(32, n_samples)); scikit-learn's SGD takes one
+        sample at a time, which ``batch_size=1`` reproduces step for step. A batch of
+        :math:`b` rows takes a step of :math:`b \\eta_t` along its mean gradient, so an
+        epoch learns about as much whatever the batch size (see
+        :mod:`skl_ortgrad.estimators.sgd_parameters`).
+    device : str, default='cpu'
         'cpu', 'cuda' or 'cuda:<index>'.
-    n_threads : int
+    n_threads : int, default=1
         onnxruntime intra-op threads.
-    dtype : np.float32 or np.float64
+    dtype : np.float32 or np.float64, default=np.float32
         Float type of the graph: the weights, the training and the exported model.
-    backend : {'auto', 'onnxruntime-training', 'onnx'}
+    backend : {'auto', 'onnxruntime-training', 'onnx'}, default='auto'
         Which gradient backend builds the training graph: onnxruntime-training's
         graph builder, or skl_ortgrad's own differentiator in standard ONNX, which runs
         on any onnxruntime (Python 3.13+, onnxruntime-gpu). 'auto' takes
         onnxruntime-training where it is installed, else 'onnx'. Both give the same
         gradients; the trained model is the same ONNX graph either way.
+"""
 
+_SGD_PARAMETERS_DOC = """
+    penalty : {'l2', 'l1', 'elasticnet'}, None or BaseLearningPenalty, default='l2'
+        :math:`\\alpha R(w)` as scikit-learn's; an object (e.g.
+        ``ElasticLearningPenalty(l1=..., l2=...)``) is used as given, and then ``alpha``
+        (except for the 'optimal' schedule) and ``l1_ratio`` are ignored.
+    alpha : float, default=0.0001
+        Strength of the penalty; also sets the 'optimal' schedule.
+    l1_ratio : float, default=0.15
+        Share of L1 in 'elasticnet'.
+    fit_intercept : bool, default=True
+        Train the intercept (else it stays at 0, or at ``intercept_init``).
+    max_iter, tol, shuffle, verbose, epsilon, random_state, eta0, power_t, early_stopping,
+    validation_fraction, n_iter_no_change, warm_start :
+        As in scikit-learn. ``verbose=1`` shows a progress bar over the epochs of ``fit``
+        in a terminal or a notebook, one plain line per epoch elsewhere, then a summary
+        line; ``partial_fit`` writes one line per call; 2 adds every batch's loss and
+        rate. These lines are also logged at INFO on the ``skl_ortgrad`` logger.
+    learning_rate : {'optimal', 'invscaling', 'constant', 'adaptive'} or BaseLearningRate
+        scikit-learn's schedules (``eta0``, ``power_t``, ``alpha``), rescaled per batch;
+        'pa1' and 'pa2' (passive-aggressive) are refused at ``fit``: their per-sample
+        step cannot be reproduced by mini-batches. An object (``LearningRateSGD(...)``,
+        ``LearningRateSGDNesterov(...)``, ``LearningRateAdam(...)``) is used as given:
+        its rate applies to the batch's mean gradient, and ``eta0``, ``power_t`` are
+        ignored. Nested parameters (``learning_rate__eta0``) reach inside it.
+    average : bool or int, default=False
+        Averaged SGD is not implemented yet: any value but False is refused at ``fit``.
+""" + _PROJECT_PARAMETERS_DOC
+
+
+class _BaseOnnxSGD(BaseOnnxEstimator):
+    """What both SGD estimators share: scikit-learn's parameters and their objects."""
+
+    _regression_only = True
+
+    def _penalty(self, batch_size: int) -> BaseLearningPenalty:
+        return sgd_penalty(self.penalty, self.alpha, self.l1_ratio, batch_size)
+
+    def _loss(self) -> BaseLearningLoss:
+        return sgd_loss(self.loss, self.epsilon)
+
+    def _training_objects(self, batch_size: int, mean_weight: float) -> tuple[Any, Any, Any]:
+        if self.average is not False and self.average != 0:
+            raise ValueError(
+                f"average={self.average!r}: averaged SGD is not implemented by "
+                f"{type(self).__name__}; use average=False."
+            )
+        loss = self._loss()
+        self._check_loss(loss)
+        rate = sgd_learning_rate(
+            {name: getattr(self, name) for name in ("learning_rate", "eta0", "power_t", "alpha")},
+            loss, batch_size, self._stable_step, self.fit_intercept,
+        )
+        return rate, loss, self._penalty(batch_size)
+
+    def _check_loss(self, loss: BaseLearningLoss) -> None:
+        """Refuse a loss object of the wrong kind for this estimator."""
+        if self._regression_only and loss.is_classification:
+            raise ValueError(
+                f"loss={self.loss!r} is a classification loss; {type(self).__name__} "
+                f"takes one of {list(REGRESSION_LOSSES)} or a regression loss object."
+            )
+
+    def _template_weights(self) -> list[str]:
+        return ["coef", "intercept"] if self.fit_intercept else ["coef"]
+
+    def _initialize(self, template: Template, init: dict[str, Any]) -> None:
+        """``coef_init`` / ``intercept_init`` in the template's initializers, checked as
+        scikit-learn checks them."""
+        graph = {i.name: i for i in template.model.graph.initializer}
+        for name, value in init.items():
+            if value is None:
+                continue
+            current = numpy_helper.to_array(graph[name])
+            given = np.asarray(value, dtype=current.dtype)
+            if given.size != current.size or (
+                name == "coef" and given.ndim == 2 and given.T.shape != current.shape
+            ):
+                raise ValueError(f"Provided {name}_init does not match dataset.")
+            array = given.T if given.ndim == 2 else given
+            graph[name].CopyFrom(numpy_helper.from_array(
+                np.ascontiguousarray(array).reshape(current.shape), name))
+
+    def _intercept(self, weights: dict[str, np.ndarray]) -> np.ndarray:
+        """The trained intercept, or the fixed one when ``fit_intercept=False``."""
+        if "intercept" in weights:
+            return weights["intercept"]
+        init = next(i for i in self._template_.model.graph.initializer if i.name == "intercept")
+        return numpy_helper.to_array(init)
+
+    def _sync(self, partial: bool, before: int) -> None:
+        super()._sync(partial, before)
+        # scikit-learn's t_ counts samples from 1, as the optimizer does.
+        self.t_ = float(self.optimizer_.t_)
+
+
+class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
+    """Linear regression trained by mini-batch SGD on its ONNX graph: a drop-in
+    replacement of ``SGDRegressor``.
+
+    The model is :math:`f(x) = x^\\top w + b`; training minimizes scikit-learn's
+    objective (see :mod:`skl_ortgrad.estimators.sgd_parameters`) with mini-batches of
+    ``batch_size`` rows.
+
+    Parameters
+    ----------
+    loss : {'squared_error', 'huber', 'epsilon_insensitive', 'squared_epsilon_insensitive'}
+        or BaseLearningLoss, default='squared_error'
+        As in ``SGDRegressor`` (``epsilon`` sets the last three); an object (a regression
+        loss such as ``AbsoluteLearningLoss()``) is used as given.
+""" + _SGD_PARAMETERS_DOC.replace("{'optimal', 'invscaling'", "{'invscaling', 'optimal'") + """
     Attributes
     ----------
-    backend_ : str
-        The gradient backend used ('auto' resolved).
     coef_ : ndarray of shape (n_features,)
     intercept_ : ndarray of shape (1,)
     n_iter_, t_, loss_curve_, best_loss_, n_features_in_, feature_names_in_ :
         As in scikit-learn.
-    default_learning_rate_ : BaseLearningRate
-        The rate used when ``learning_rate`` is None.
+    backend_ : str
+        The gradient backend used ('auto' resolved).
     optimizer_ : OrtGradientForwardBackwardOptimizer
         The training loop and its state.
     """
 
-    def _default_loss(self) -> SquareLearningLoss:
-        return SquareLearningLoss()
+    _parameter_constraints: ClassVar[dict] = {
+        **SGDRegressor._parameter_constraints,
+        **BaseOnnxEstimator._parameter_constraints,
+        "loss": [StrOptions(set(REGRESSION_LOSSES)), BaseLearningLoss],
+        "penalty": [StrOptions({"l2", "l1", "elasticnet"}), None, BaseLearningPenalty],
+        "learning_rate": [
+            StrOptions({"constant", "optimal", "invscaling", "adaptive", "pa1", "pa2"}),
+            BaseLearningRate,
+        ],
+    }
 
-    def _default_rate(self, X: Any) -> LearningRateSGD:
-        """scikit-learn's invscaling schedule with a step suited to mini-batches.
+    def __init__(
+        self,
+        loss: Any = "squared_error",
+        *,
+        penalty: Any = "l2",
+        alpha: float = 0.0001,
+        l1_ratio: float = 0.15,
+        fit_intercept: bool = True,
+        max_iter: int = 1000,
+        tol: float | None = 1e-3,
+        shuffle: bool = True,
+        verbose: int = 0,
+        epsilon: float = 0.1,
+        random_state: Any = None,
+        learning_rate: Any = "invscaling",
+        eta0: float = 0.01,
+        power_t: float = 0.25,
+        early_stopping: bool = False,
+        validation_fraction: float = 0.1,
+        n_iter_no_change: int = 5,
+        warm_start: bool = False,
+        average: bool | int = False,
+        batch_size: int | str = "auto",
+        device: str = "cpu",
+        n_threads: int = 1,
+        dtype: Any = np.float32,
+        backend: str = "auto",
+    ) -> None:
+        self.loss = loss
+        self.penalty = penalty
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.fit_intercept = fit_intercept
+        self.max_iter = max_iter
+        self.tol = tol
+        self.shuffle = shuffle
+        self.verbose = verbose
+        self.epsilon = epsilon
+        self.random_state = random_state
+        self.learning_rate = learning_rate
+        self.eta0 = eta0
+        self.power_t = power_t
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.warm_start = warm_start
+        self.average = average
+        self.batch_size = batch_size
+        self.device = device
+        self.n_threads = n_threads
+        self.dtype = dtype
+        self.backend = backend
 
-        ``SGDRegressor`` takes one step of :math:`\\eta_0 = 0.01` per sample; an update
-        here averages a batch of :math:`b` rows, so the same progress per epoch needs
-        :math:`\\eta_0 = 0.01\\, b` (linear scaling). The mean-gradient step of the
-        squared loss is stable while :math:`\\eta < 2 / \\lambda_{max}(E[x x^\\top])`,
-        and :math:`E\\|x\\|^2` bounds that eigenvalue, hence
-        :math:`\\eta_0 = \\min(0.01\\, b,\\ 1 / E\\|x\\|^2)`: on unscaled features the
-        rate shrinks instead of diverging.
+    def fit(
+        self, X: Any, y: Any, coef_init: Any = None, intercept_init: Any = None,
+        sample_weight: Any = None,
+    ) -> OnnxSGDRegressor:
+        """Train for up to ``max_iter`` epochs (from scratch unless ``warm_start``).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        coef_init : array of shape (n_features,), optional
+            Initial coefficients (a fresh fit starts from them, even with ``warm_start``).
+        intercept_init : array of shape (1,), optional
+            Initial intercept.
+        sample_weight : array-like of shape (n_samples,), optional
         """
-        batch = self._resolved_batch_size(X.shape[0])
-        eta0 = min(0.01 * batch, stable_step(X))
-        return LearningRateSGD(eta0=eta0, learning_rate="invscaling")
+        return self._fit(X, y, sample_weight, _init(coef_init, intercept_init))
 
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
         return numeric_targets(y)
@@ -171,30 +333,53 @@ class OnnxSGDRegressor(RegressorMixin, BaseOnnxEstimator):
         model.n_features_in_ = n_features
         onx = _convert(model, n_features, dtype, "LinearRegressor")
         output = onx.graph.output[0].name
-        return Template(onx, output, _LINEAR_WEIGHTS, [output])
+        return Template(onx, output, self._template_weights(), [output])
 
     def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
         self.coef_ = weights["coef"].ravel().astype(np.float64)
-        self.intercept_ = weights["intercept"].ravel().astype(np.float64)
+        self.intercept_ = self._intercept(weights).ravel().astype(np.float64)
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted values, shape (n_samples,)."""
         return self._run(X)[self._template_.score].ravel().astype(np.float64)
 
 
-class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, BaseOnnxEstimator):
-    """Linear classifier trained by mini-batch SGD on its ONNX graph.
+def _init(coef_init: Any, intercept_init: Any) -> dict[str, Any]:
+    return {
+        name: value for name, value in (("coef", coef_init), ("intercept", intercept_init))
+        if value is not None
+    }
 
-    Binary problems train one score :math:`s = x^\\top w + b` with the logistic loss
-    (default), hinge or modified Huber. Multiclass problems train one score per class:
-    the default loss is the softmax cross-entropy
-    :math:`-\\log \\mathrm{softmax}(s)_y` (computed stably), and 'log', 'hinge' or
-    'modified_huber' train one-vs-rest. ``predict_proba`` is the sigmoid (binary),
-    the softmax (multinomial) or the normalized one-vs-rest sigmoids of the scores.
 
-    Parameters are those of :class:`OnnxSGDRegressor`, except that ``learning_rate=None``
-    means scikit-learn's 'optimal' schedule (as ``SGDClassifier``); ``learning_loss``
-    accepts 'log' ('log_loss'), 'softmax', 'hinge', 'modified_huber' or a loss object.
+# Losses whose scores scikit-learn turns into probabilities.
+_PROBABILISTIC = {"log_loss", "modified_huber"}
+
+
+class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
+    """Linear classifier trained by mini-batch SGD on its ONNX graph: a drop-in
+    replacement of ``SGDClassifier``.
+
+    Binary problems train one score :math:`s = x^\\top w + b`; multiclass problems one
+    score per class, one-vs-rest, as scikit-learn. ``predict_proba`` exists for
+    'log_loss' (sigmoid of the score, normalized over the classes one-vs-rest) and
+    'modified_huber' (:math:`(\\mathrm{clip}(s, -1, 1) + 1) / 2`, normalized), as in
+    scikit-learn, and for a log-loss object; a softmax cross-entropy over the classes is
+    the object ``NegLogLearningLoss(eps=0, probability_function='softmax')`` (3 classes
+    or more).
+
+    Parameters
+    ----------
+    loss : str or BaseLearningLoss, default='hinge'
+        'hinge', 'log_loss', 'modified_huber', 'squared_hinge', 'perceptron', or a
+        regression loss ('squared_error', 'huber', 'epsilon_insensitive',
+        'squared_epsilon_insensitive') on the labels coded -1 / +1, as in
+        ``SGDClassifier``; or an object.
+""" + _SGD_PARAMETERS_DOC + """
+    class_weight : dict, 'balanced' or None, default=None
+        Weights of the classes, multiplying ``sample_weight`` as in scikit-learn
+        ('balanced' is refused by ``partial_fit``, as scikit-learn refuses it).
+    n_jobs : int or None, default=None
+        Accepted for compatibility; the classes train together in one graph.
 
     Attributes
     ----------
@@ -205,16 +390,136 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, BaseOnnxEstimat
         As in scikit-learn.
     """
 
-    # scikit-learn's SGDClassifier default schedule: eta = 1 / (alpha (t0 + t - 1)).
-    _default_learning_rate = "optimal"
+    _regression_only = False
+
+    _parameter_constraints: ClassVar[dict] = {
+        **SGDClassifier._parameter_constraints,
+        **BaseOnnxEstimator._parameter_constraints,
+        "loss": [StrOptions(set(CLASSIFICATION_LOSSES)), BaseLearningLoss],
+        "penalty": [StrOptions({"l2", "l1", "elasticnet"}), None, BaseLearningPenalty],
+        "learning_rate": [
+            StrOptions({"constant", "optimal", "invscaling", "adaptive", "pa1", "pa2"}),
+            BaseLearningRate,
+        ],
+    }
+
+    def __init__(
+        self,
+        loss: Any = "hinge",
+        *,
+        penalty: Any = "l2",
+        alpha: float = 0.0001,
+        l1_ratio: float = 0.15,
+        fit_intercept: bool = True,
+        max_iter: int = 1000,
+        tol: float | None = 1e-3,
+        shuffle: bool = True,
+        verbose: int = 0,
+        epsilon: float = 0.1,
+        n_jobs: int | None = None,
+        random_state: Any = None,
+        learning_rate: Any = "optimal",
+        eta0: float = 0.01,
+        power_t: float = 0.5,
+        early_stopping: bool = False,
+        validation_fraction: float = 0.1,
+        n_iter_no_change: int = 5,
+        class_weight: Any = None,
+        warm_start: bool = False,
+        average: bool | int = False,
+        batch_size: int | str = "auto",
+        device: str = "cpu",
+        n_threads: int = 1,
+        dtype: Any = np.float32,
+        backend: str = "auto",
+    ) -> None:
+        self.loss = loss
+        self.penalty = penalty
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.fit_intercept = fit_intercept
+        self.max_iter = max_iter
+        self.tol = tol
+        self.shuffle = shuffle
+        self.verbose = verbose
+        self.epsilon = epsilon
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.learning_rate = learning_rate
+        self.eta0 = eta0
+        self.power_t = power_t
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.class_weight = class_weight
+        self.warm_start = warm_start
+        self.average = average
+        self.batch_size = batch_size
+        self.device = device
+        self.n_threads = n_threads
+        self.dtype = dtype
+        self.backend = backend
+
+    def fit(
+        self, X: Any, y: Any, coef_init: Any = None, intercept_init: Any = None,
+        sample_weight: Any = None,
+    ) -> OnnxSGDClassifier:
+        """Train for up to ``max_iter`` epochs (from scratch unless ``warm_start``).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        coef_init : array of shape (n_classes, n_features), optional
+            Initial coefficients, ``(1, n_features)`` or ``(n_features,)`` for two
+            classes (a fresh fit starts from them, even with ``warm_start``).
+        intercept_init : array of shape (n_classes,), optional
+            Initial intercepts.
+        sample_weight : array-like of shape (n_samples,), optional
+            Multiplied by the weights of ``class_weight``.
+        """
+        return self._fit(X, y, sample_weight, _init(coef_init, intercept_init))
+
+    def _check_loss(self, loss: BaseLearningLoss) -> None:
+        if loss.requires_one_hot and len(self.classes_) < 3:
+            raise ValueError(
+                f"loss={self.loss!r} trains a softmax over the classes and needs 3 classes "
+                f"or more, got {len(self.classes_)}; use 'log_loss' for two classes."
+            )
+
+    def _class_sample_weight(self, y: Any, sample_weight: Any, partial: bool) -> Any:
+        """``sample_weight`` times ``class_weight`` of every row's class."""
+        if self.class_weight is None:
+            return sample_weight
+        if partial and self.class_weight == "balanced":
+            raise ValueError(
+                "class_weight 'balanced' is not supported for partial_fit. In order to use "
+                "'balanced' weights, use compute_class_weight('balanced', classes=classes, "
+                "y=y). In place of y you can use a large enough sample of the full training "
+                "set target to properly estimate the class frequency distributions. Pass "
+                "the resulting weights as the class_weight parameter."
+            )
+        per_class = compute_class_weight(self.class_weight, classes=self.classes_, y=y)
+        weights = per_class[self._class_index(y)]
+        return weights if sample_weight is None else weights * sample_weight
+
+    def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
+        targets = super()._prepare_targets(y, first_call, classes)
+        # scikit-learn's regression losses on a classifier fit the labels -1 / +1.
+        return targets if self._loss().is_classification else 2 * targets - 1
+
+    def _counterpart_loss(self) -> str:
+        """The ``SGDClassifier`` loss whose skl2onnx graph computes the probabilities."""
+        return "modified_huber" if self._loss().kind == "modified_huber" else "log_loss"
 
     def _template(self, n_features: int, dtype: np.dtype) -> Template:
         n_classes = len(self.classes_)
         n_scores = 1 if n_classes == 2 else n_classes
         softmax = n_classes > 2 and self._softmax_loss()
         # Softmax losses serve LogisticRegression's graph (softmax probabilities); the
-        # others serve SGDClassifier's (sigmoid or normalized one-vs-rest sigmoids).
-        model = LogisticRegression() if softmax else SGDClassifier(loss="log_loss")
+        # others serve SGDClassifier's (sigmoid or normalized one-vs-rest sigmoids, or
+        # modified Huber's clipped scores).
+        model = LogisticRegression() if softmax else SGDClassifier(loss=self._counterpart_loss())
         model.coef_ = np.zeros((n_scores, n_features))
         # A sentinel, zeroed after conversion: skl2onnx merges initializers holding equal
         # values, so with one feature a zero coef and a zero intercept would become one
@@ -227,12 +532,32 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, BaseOnnxEstimat
         score = _score_of(onx)
         if n_classes > 2 and not softmax:
             _stable_one_vs_rest(onx, score)
-        return Template(onx, score, _LINEAR_WEIGHTS, ["label", "probabilities"])
+        return Template(onx, score, self._template_weights(), ["label", "probabilities"])
 
     def _softmax_loss(self) -> bool:
         """Whether the loss trains a softmax over the scores."""
         return getattr(self._loss(), "probability_function", None) == "softmax"
 
+    def _has_proba(self) -> bool:
+        loss = self.loss
+        if isinstance(loss, BaseLearningLoss):
+            if loss.kind in ("log", "softmax_log", "modified_huber"):
+                return True
+        elif loss in _PROBABILISTIC:
+            return True
+        raise AttributeError(f"probability estimates are not available for loss={loss!r}")
+
+    @available_if(_has_proba)
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities, shape (n, n_classes), rows summing to 1 ('log_loss' and
+        'modified_huber' only, as in scikit-learn)."""
+        return super().predict_proba(X)
+
+    @available_if(_has_proba)
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """Logarithm of :meth:`predict_proba`."""
+        return super().predict_log_proba(X)
+
     def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
         self.coef_ = weights["coef"].T.astype(np.float64).copy()
-        self.intercept_ = weights["intercept"].ravel().astype(np.float64)
+        self.intercept_ = self._intercept(weights).ravel().astype(np.float64)

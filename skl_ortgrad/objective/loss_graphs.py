@@ -161,6 +161,15 @@ def _epsilon_insensitive(
     return _relu(g, g.op("Sub", a, g.const(epsilon)))
 
 
+def _squared_epsilon_insensitive(
+    g: _GraphBuilder, label: str, prediction: str, epsilon: float = 0.1
+) -> str:
+    """:math:`\\ell = \\max(0, |d| - \\epsilon)^2` (scikit-learn's, without a factor
+    :math:`\\frac12`)."""
+    r = _epsilon_insensitive(g, label, prediction, epsilon)
+    return g.op("Mul", r, r)
+
+
 def _log_probability(g: _GraphBuilder, label: str, prediction: str, eps: float = 1e-5) -> str:
     """Binary log loss of a probability, the seed API's ``add_loss_output(..., 'log')``:
     :math:`p` is the last column of the prediction (the probability of class 1, whether
@@ -260,10 +269,19 @@ def _margin(g: _GraphBuilder, label: str, prediction: str) -> str:
     return g.op("Mul", sign, prediction)
 
 
-def _hinge(g: _GraphBuilder, label: str, prediction: str) -> str:
-    """:math:`z = (2y - 1)s`, :math:`\\ell = \\max(0, 1 - z)`."""
+def _hinge(g: _GraphBuilder, label: str, prediction: str, threshold: float = 1.0) -> str:
+    """:math:`z = (2y - 1)s`, :math:`\\ell = \\max(0, t - z)`, :math:`t` = ``threshold``
+    (0 gives the perceptron loss)."""
+    if threshold < 0:
+        raise ValueError(f"hinge losses need threshold >= 0, got {threshold}.")
     z = _margin(g, label, prediction)
-    return _relu(g, g.op("Sub", g.const(1.0), z))
+    return _relu(g, g.op("Sub", g.const(threshold), z))
+
+
+def _squared_hinge(g: _GraphBuilder, label: str, prediction: str, threshold: float = 1.0) -> str:
+    """:math:`z = (2y - 1)s`, :math:`\\ell = \\max(0, t - z)^2`, :math:`t` = ``threshold``."""
+    r = _hinge(g, label, prediction, threshold)
+    return g.op("Mul", r, r)
 
 
 def _modified_huber(g: _GraphBuilder, label: str, prediction: str) -> str:
@@ -274,8 +292,7 @@ def _modified_huber(g: _GraphBuilder, label: str, prediction: str) -> str:
     :math:`-4z = 4r - 4` when :math:`r > 2`, so with :math:`m = \\min(r, 2)`,
     :math:`\\ell = m^2 + 4(r - m)`.
     """
-    z = _margin(g, label, prediction)
-    r = _relu(g, g.op("Sub", g.const(1.0), z))
+    r = _hinge(g, label, prediction)
     m = _clipped(g, r, 2.0)
     return g.op("Add", g.op("Mul", m, m), g.op("Mul", g.op("Sub", r, m), g.const(4.0)))
 
@@ -286,10 +303,12 @@ LOSS_BUILDERS: dict[str, LossBuilder] = {
     "elastic": _elastic,
     "huber": _huber,
     "epsilon_insensitive": _epsilon_insensitive,
+    "squared_epsilon_insensitive": _squared_epsilon_insensitive,
     "log": _log,
     "log_probability": _log_probability,
     "softmax_log": _softmax_log,
     "hinge": _hinge,
+    "squared_hinge": _squared_hinge,
     "modified_huber": _modified_huber,
     # aliases
     "l2": _squared_error,
@@ -326,6 +345,8 @@ def build_loss_graph(
     * ``huber`` (``epsilon=0.1``): :math:`\\frac12 d^2` if :math:`|d| \\le \\epsilon`
       else :math:`\\epsilon|d| - \\frac12\\epsilon^2`,
     * ``epsilon_insensitive`` (``epsilon=0.1``): :math:`\\max(0, |d| - \\epsilon)`,
+    * ``squared_epsilon_insensitive`` (``epsilon=0.1``):
+      :math:`\\max(0, |d| - \\epsilon)^2`,
     * ``log`` (aliases ``log_loss``, ``neg_log``; ``eps=1e-5``): logistic loss on raw
       scores, :math:`q = (1-\\epsilon)\\sigma(p) + \\epsilon/2`,
       :math:`\\ell = -y\\log q - (1-y)\\log(1-q)`; the stable
@@ -333,7 +354,10 @@ def build_loss_graph(
     * ``softmax_log`` (``eps=1e-5``): cross-entropy on raw scores with one-hot labels,
       :math:`q = (1-\\epsilon)\\,\\mathrm{softmax}(p) + \\epsilon/K`,
       :math:`\\ell_k = -y_k\\log q_k` (``LogSoftmax`` when ``eps=0``),
-    * ``hinge``: :math:`z = (2y-1)p`, :math:`\\ell = \\max(0, 1 - z)`,
+    * ``hinge`` (``threshold=1.0``): :math:`z = (2y-1)p`, :math:`\\ell = \\max(0, t - z)`
+      (``threshold=0``: the perceptron loss),
+    * ``squared_hinge`` (``threshold=1.0``): :math:`z = (2y-1)p`,
+      :math:`\\ell = \\max(0, t - z)^2`,
     * ``modified_huber``: :math:`z = (2y-1)p`, :math:`\\ell = \\max(0, 1-z)^2` if
       :math:`z \\ge -1` else :math:`-4z`.
 
@@ -351,7 +375,8 @@ def build_loss_graph(
     opset : int
         Version of the main ONNX domain, between 13 and :data:`OPSET`.
     **params
-        Parameters of the loss (``epsilon``, ``eps``, ``l1_weight``, ``l2_weight``).
+        Parameters of the loss (``epsilon``, ``eps``, ``l1_weight``, ``l2_weight``,
+        ``threshold``).
 
     Returns
     -------

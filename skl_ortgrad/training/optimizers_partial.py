@@ -641,6 +641,9 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                         )
                         best = min(best, monitored)
                         if no_improvement >= self.n_iter_no_change:
+                            if self._reduce_on_plateau():
+                                no_improvement = 0
+                                continue
                             reason = self._stop_reason(X_val, val_scorer)
                             return epoch + 1
                 reason = MAX_ITER
@@ -650,6 +653,13 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
             raise
         finally:
             progress.close(reason, self.epochs_completed_)
+
+    def _reduce_on_plateau(self) -> bool:
+        """Let the learning rate react to a plateau (scikit-learn's 'adaptive' divides
+        it by 5); True when training goes on."""
+        rate = self.learning_rate_
+        eta = rate.eta(self.t_) * rate.eta_factor(self.lr_state_)
+        return rate.reduce_on_plateau(self.lr_state_, eta)
 
     def _stop_reason(self, X_val: Any, val_scorer: Any) -> str:
         """Why the ``tol`` rule stopped training, for the summary line."""
@@ -702,7 +712,9 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         decay = self.learning_penalty_.stepper(self._penalized())
         # The schedule at the t of every batch; Python floats keep float32 updates float32.
         starts = self.t_ + np.concatenate(([0], np.cumsum(rows[:-1], dtype=np.int64)))
-        etas = self.learning_rate_.schedule(starts).tolist()
+        etas = (
+            self.learning_rate_.schedule(starts) * self.learning_rate_.eta_factor(self.lr_state_)
+        ).tolist()
         feed = loader.epoch()
         totals = loader.totals
         total, previous = 0.0, None

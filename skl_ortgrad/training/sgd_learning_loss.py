@@ -44,6 +44,8 @@ __all__ = [
     "ModifiedHuberLearningLoss",
     "NegLogLearningLoss",
     "SquareLearningLoss",
+    "SquaredEpsilonInsensitiveLearningLoss",
+    "SquaredHingeLearningLoss",
 ]
 
 # Instance attribute holding onnxruntime sessions; ORT objects neither pickle nor deep-copy,
@@ -67,10 +69,13 @@ class BaseLearningLoss(BaseLearningObject, family="learning loss"):
     ``'elastic'``                                  ``ElasticLearningLoss()``
     ``'huber'``                                    ``HuberLearningLoss()``
     ``'epsilon_insensitive'``                      ``EpsilonInsensitiveLearningLoss()``
+    ``'squared_epsilon_insensitive'``              ``SquaredEpsilonInsensitiveLearningLoss()``
     ``'log'``, ``'log_loss'``, ``'neg_log'``       ``NegLogLearningLoss()`` (sigmoid)
     ``'softmax'``, ``'multinomial'``               ``NegLogLearningLoss(probability_function=``
                                                    ``'softmax')``
     ``'hinge'``                                    ``HingeLearningLoss()``
+    ``'perceptron'``                               ``HingeLearningLoss(threshold=0.0)``
+    ``'squared_hinge'``                            ``SquaredHingeLearningLoss()``
     ``'modified_huber'``                           ``ModifiedHuberLearningLoss()``
     a ``BaseLearningLoss``                         itself
     =============================================  ============================================
@@ -343,6 +348,31 @@ class EpsilonInsensitiveLearningLoss(BaseLearningLoss):
         return "epsilon_insensitive", {"epsilon": _check_nonnegative(self, "epsilon")}
 
 
+class SquaredEpsilonInsensitiveLearningLoss(BaseLearningLoss):
+    r"""Squared epsilon-insensitive loss (scikit-learn's
+    ``loss='squared_epsilon_insensitive'``), with :math:`d = p - y`.
+
+    .. math::
+
+        \ell(y, p) = \max(0, |d| - \epsilon)^2, \qquad
+        \frac{\partial \ell}{\partial p} = 2 \operatorname{sign}(d) \max(0, |d| - \epsilon)
+
+    There is no factor :math:`\frac12`, as in scikit-learn: the gradient is twice the
+    excess of the error over the band.
+
+    Parameters
+    ----------
+    epsilon : float, default=0.1
+        :math:`\epsilon \ge 0`, half width of the band where errors cost nothing.
+    """
+
+    def __init__(self, epsilon: float = 0.1) -> None:
+        self.epsilon = epsilon
+
+    def _graph_kind(self) -> tuple[str, dict[str, float]]:
+        return "squared_epsilon_insensitive", {"epsilon": _check_nonnegative(self, "epsilon")}
+
+
 _PROBABILITY_KINDS = {"sigmoid": "log", "softmax": "softmax_log"}
 
 
@@ -415,24 +445,63 @@ class NegLogLearningLoss(BaseLearningLoss):
 
 
 class HingeLearningLoss(BaseLearningLoss):
-    r"""Hinge loss (linear SVM) on raw scores, labels :math:`y \in \{0, 1\}`.
+    r"""Hinge loss (linear SVM, scikit-learn's ``loss='hinge'``) on raw scores, labels
+    :math:`y \in \{0, 1\}`; the perceptron loss (``loss='perceptron'``) with ``threshold=0``.
 
-    With the margin :math:`z = (2y - 1) s`:
+    With the margin :math:`z = (2y - 1) s` and the threshold :math:`t`:
 
     .. math::
 
-        \ell(y, s) = \max(0, 1 - z), \qquad
-        \frac{\partial \ell}{\partial s} = \begin{cases} -(2y - 1) & z < 1 \\ 0 & z > 1
+        \ell(y, s) = \max(0, t - z), \qquad
+        \frac{\partial \ell}{\partial s} = \begin{cases} -(2y - 1) & z < t \\ 0 & z > t
         \end{cases}
+
+    At :math:`z = t` the gradient is :math:`-(2y - 1) / 2`, the mean of both sides
+    (onnxruntime's ``Abs`` gradient takes :math:`\operatorname{sign}(0) = 0`), where
+    scikit-learn takes :math:`-(2y - 1)`. This matters for the perceptron started from zero
+    weights, whose first scores are exactly 0.
+
+    Parameters
+    ----------
+    threshold : float, default=1.0
+        :math:`t \ge 0`, the margin below which a sample costs.
     """
 
     is_classification: ClassVar[bool] = True
 
-    def __init__(self) -> None:
-        pass
+    def __init__(self, threshold: float = 1.0) -> None:
+        self.threshold = threshold
 
     def _graph_kind(self) -> tuple[str, dict[str, float]]:
-        return "hinge", {}
+        return "hinge", {"threshold": _check_nonnegative(self, "threshold")}
+
+
+class SquaredHingeLearningLoss(BaseLearningLoss):
+    r"""Squared hinge loss (scikit-learn's ``loss='squared_hinge'``) on raw scores, labels
+    :math:`y \in \{0, 1\}`.
+
+    With the margin :math:`z = (2y - 1) s` and the threshold :math:`t`:
+
+    .. math::
+
+        \ell(y, s) = \max(0, t - z)^2, \qquad
+        \frac{\partial \ell}{\partial s} = -2 (2y - 1) \max(0, t - z)
+
+    There is no factor :math:`\frac12`, as in scikit-learn.
+
+    Parameters
+    ----------
+    threshold : float, default=1.0
+        :math:`t \ge 0`, the margin below which a sample costs.
+    """
+
+    is_classification: ClassVar[bool] = True
+
+    def __init__(self, threshold: float = 1.0) -> None:
+        self.threshold = threshold
+
+    def _graph_kind(self) -> tuple[str, dict[str, float]]:
+        return "squared_hinge", {"threshold": _check_nonnegative(self, "threshold")}
 
 
 class ModifiedHuberLearningLoss(BaseLearningLoss):
@@ -463,9 +532,14 @@ BaseLearningLoss.register_alias(("absolute_error", "l1"), AbsoluteLearningLoss)
 BaseLearningLoss.register_alias("elastic", ElasticLearningLoss)
 BaseLearningLoss.register_alias("huber", HuberLearningLoss)
 BaseLearningLoss.register_alias("epsilon_insensitive", EpsilonInsensitiveLearningLoss)
+BaseLearningLoss.register_alias(
+    "squared_epsilon_insensitive", SquaredEpsilonInsensitiveLearningLoss
+)
 BaseLearningLoss.register_alias(("log", "log_loss", "neg_log"), NegLogLearningLoss)
 BaseLearningLoss.register_alias(
     ("softmax", "multinomial"), NegLogLearningLoss, probability_function="softmax"
 )
 BaseLearningLoss.register_alias("hinge", HingeLearningLoss)
+BaseLearningLoss.register_alias("perceptron", HingeLearningLoss, threshold=0.0)
+BaseLearningLoss.register_alias("squared_hinge", SquaredHingeLearningLoss)
 BaseLearningLoss.register_alias("modified_huber", ModifiedHuberLearningLoss)

@@ -71,6 +71,11 @@ class BaseLearningPenalty(BaseLearningObject, family="learning penalty"):
     def penalty_loss(self, weights: list[np.ndarray]) -> float:
         """Return the value of the penalty for ``weights``."""
 
+    @abstractmethod
+    def gradient(self, weights: list[np.ndarray]) -> list[np.ndarray]:
+        r"""Return :math:`\partial P / \partial w` for every weight (full-batch solvers
+        such as L-BFGS add it to the loss gradient instead of taking proximal steps)."""
+
     def update_weights(self, weights: list[np.ndarray], eta: float) -> None:
         """Apply the proximal step of the penalty to ``weights``, in place.
 
@@ -101,6 +106,10 @@ class NoLearningPenalty(BaseLearningPenalty):
     def penalty_loss(self, weights: list[np.ndarray]) -> float:
         """Return 0."""
         return 0.0
+
+    def gradient(self, weights: list[np.ndarray]) -> list[np.ndarray]:
+        """Return zeros."""
+        return [np.zeros_like(w) for w in weights]
 
     def stepper(self, weights: list[np.ndarray]) -> Callable[[float], None]:
         """Return a step that leaves the weights as they are."""
@@ -142,12 +151,20 @@ class ElasticLearningPenalty(BaseLearningPenalty):
         w &\leftarrow w \max(0, 1 - \eta l_2) \\
         w &\leftarrow \operatorname{sign}(w) \max(|w| - \eta l_1, 0)
 
+    With ``rows`` :math:`= r > 1`, one step stands for :math:`r` consecutive per-sample
+    steps of :math:`\eta / r` (a mini-batch of :math:`r` rows trained with a rate
+    scaled by :math:`r`), and the decay is compounded as they would be:
+    :math:`w \leftarrow w \max(0, 1 - \eta l_2 / r)^r`. A strong penalty then shrinks
+    the weights as :math:`r` per-sample steps do instead of zeroing them.
+
     Parameters
     ----------
     l1 : float, default=0.5
         Weight of the L1 norm (>= 0).
     l2 : float, default=0.5
         Weight of half the squared L2 norm (>= 0).
+    rows : int, default=1
+        Per-sample steps one step stands for (>= 1).
 
     Notes
     -----
@@ -162,9 +179,10 @@ class ElasticLearningPenalty(BaseLearningPenalty):
     after each stochastic step).
     """
 
-    def __init__(self, l1: float = 0.5, l2: float = 0.5) -> None:
+    def __init__(self, l1: float = 0.5, l2: float = 0.5, rows: int = 1) -> None:
         self.l1 = l1
         self.l2 = l2
+        self.rows = rows
 
     def _validate(self) -> None:
         for name in ("l1", "l2"):
@@ -176,6 +194,8 @@ class ElasticLearningPenalty(BaseLearningPenalty):
                 or value < 0
             ):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}.")
+        if not isinstance(self.rows, numbers.Integral) or self.rows < 1:
+            raise ValueError(f"rows must be an integer >= 1, got {self.rows!r}.")
 
     def penalty_loss(self, weights: list[np.ndarray]) -> float:
         r"""Return :math:`\sum_w l_1 \lVert w \rVert_1 + \frac{l_2}{2} \lVert w \rVert_2^2`.
@@ -190,6 +210,11 @@ class ElasticLearningPenalty(BaseLearningPenalty):
             total += 0.5 * float(self.l2) * float(np.square(w64).sum())
         return total
 
+    def gradient(self, weights: list[np.ndarray]) -> list[np.ndarray]:
+        r"""Return :math:`l_1 \operatorname{sign}(w) + l_2 w` for every weight."""
+        self._validate()
+        return [float(self.l1) * np.sign(w) + float(self.l2) * w for w in weights]
+
     def stepper(self, weights: list[np.ndarray]) -> Callable[[float], None]:
         """Return ``step(eta)`` applying the proximal step (L2 decay, then L1 soft
         thresholding) to ``weights`` in place.
@@ -197,11 +222,11 @@ class ElasticLearningPenalty(BaseLearningPenalty):
         Validated here, once; ``step`` uses one preallocated temporary per weight.
         """
         self._validate()
-        l1, l2 = float(self.l1), float(self.l2)
+        l1, l2, rows = float(self.l1), float(self.l2), int(self.rows)
         pairs = [(w, np.empty_like(w)) for w in weights] if l1 > 0 else [(w, w) for w in weights]
 
         def step(eta: float) -> None:
-            decay = max(0.0, 1.0 - eta * l2)
+            decay = max(0.0, 1.0 - eta * l2 / rows) ** rows
             threshold = eta * l1
             for w, clipped in pairs:
                 if decay != 1.0:
@@ -235,7 +260,7 @@ class ElasticLearningPenalty(BaseLearningPenalty):
         -------
         onnx.ModelProto
             Inputs ``w0..w{n-1}`` and ``eta`` (scalar); outputs ``new_w0..new_w{n-1}``:
-            ``decayed = w * Relu(1 - eta * l2)`` then
+            ``decayed = w * Relu(1 - eta * l2 / rows) ^ rows`` then
             ``new_w = decayed - Clip(decayed, -eta * l1, eta * l1)``.
         """
         self._validate()
@@ -245,13 +270,15 @@ class ElasticLearningPenalty(BaseLearningPenalty):
         inits = [
             numpy_helper.from_array(np.array(1, dtype=dtype), name="one"),
             numpy_helper.from_array(np.array(self.l1, dtype=dtype), name="l1"),
-            numpy_helper.from_array(np.array(self.l2, dtype=dtype), name="l2"),
+            numpy_helper.from_array(np.array(self.l2 / self.rows, dtype=dtype), name="l2"),
+            numpy_helper.from_array(np.array(self.rows, dtype=dtype), name="rows"),
         ]
         nodes = [
             helper.make_node("Mul", ["eta", "l2"], ["eta_l2"]),
             helper.make_node("Sub", ["one", "eta_l2"], ["one_minus"]),
             # Relu = max(0, .): a large eta * l2 zeroes the weights, never flips them.
-            helper.make_node("Relu", ["one_minus"], ["decay"]),
+            helper.make_node("Relu", ["one_minus"], ["step_decay"]),
+            helper.make_node("Pow", ["step_decay", "rows"], ["decay"]),
             helper.make_node("Mul", ["eta", "l1"], ["threshold"]),
             helper.make_node("Neg", ["threshold"], ["neg_threshold"]),
         ]

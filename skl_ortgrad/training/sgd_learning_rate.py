@@ -116,6 +116,16 @@ class BaseLearningRate(BaseLearningObject, family="learning rate"):
     def eta(self, t: int) -> float:
         """Return the learning rate at step ``t`` (samples seen plus one, ``t >= 1``)."""
 
+    def eta_factor(self, state: list[np.ndarray]) -> float:
+        """The factor the training state applies to the schedule (1: none)."""
+        return 1.0
+
+    def reduce_on_plateau(self, state: list[np.ndarray], eta: float) -> bool:
+        """Called when training stops improving, with the current rate ``eta``: lower the
+        rate in ``state`` and return True to go on training, or return False to stop
+        (the default)."""
+        return False
+
     @abstractmethod
     def init_state(self, weights: list[np.ndarray]) -> list[np.ndarray]:
         """Return the state :meth:`update_weights` needs, one array per weight or none."""

@@ -14,6 +14,8 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from skl_ortgrad import (
+    ElasticLearningPenalty,
+    NegLogLearningLoss,
     OnnxGradientClassifier,
     OnnxGradientRegressor,
     OnnxMLPClassifier,
@@ -30,6 +32,8 @@ FAST = {"max_iter": 5, "tol": None, "random_state": 0}
 # results differ by a few ulps: atol for values near 0 (small probabilities).
 TOLERANCE = {np.float32: {"rtol": 1e-5, "atol": 1e-6}, np.float64: {"rtol": 1e-10, "atol": 1e-12}}
 DTYPES = [np.float32, np.float64]
+# The former default multiclass loss: a softmax over the classes (3 classes or more).
+SOFTMAX = NegLogLearningLoss(eps=0.0, probability_function="softmax")
 
 
 def _binary():
@@ -56,16 +60,26 @@ def _export(model, X, dtype, options=None):
     return _run(onx, {"X": X.astype(dtype)})
 
 
+def _ovr_sigmoids(scores):
+    """The normalized one-vs-rest sigmoids of the scores: the probabilities the exported
+    graph of a linear classifier without ``predict_proba`` (hinge loss) computes."""
+    sigmoids = 1 / (1 + np.exp(-scores))
+    return sigmoids / sigmoids.sum(axis=1, keepdims=True)
+
+
 def _check_classifier(model, X, got, dtype, zipmap=False):
     """Labels equal to predict, probabilities close to predict_proba, in the layout of
-    option ``zipmap``: two tensors, a list of dicts, or a column per class."""
+    option ``zipmap``: two tensors, a list of dicts, or a column per class. A classifier
+    without predict_proba (hinge loss) exports the normalized one-vs-rest sigmoids."""
     label, *columns = got.values()
     if zipmap is True:
         columns = [[row[c] for row in columns[0]] for c in model.classes_]
     np.testing.assert_array_equal(label, model.predict(X))
-    np.testing.assert_allclose(
-        np.column_stack(columns), model.predict_proba(X), **TOLERANCE[dtype]
-    )
+    if hasattr(model, "predict_proba"):
+        expected = model.predict_proba(X)
+    else:
+        expected = _ovr_sigmoids(model.decision_function(X))
+    np.testing.assert_allclose(np.column_stack(columns), expected, **TOLERANCE[dtype])
 
 
 def _check_regressor(model, X, got, dtype):
@@ -85,15 +99,21 @@ def test_every_estimator_is_registered():
     [(np.float32, True), (np.float32, False), (np.float32, "columns"),
      (np.float64, False), (np.float64, "columns")],
 )
-@pytest.mark.parametrize("data", [_binary, _multiclass])
-def test_sgd_classifier_pipeline(data, dtype, zipmap):
+@pytest.mark.parametrize(
+    ("data", "loss"),
+    [(_binary, "log_loss"), (_multiclass, "log_loss"), (_multiclass, SOFTMAX)],
+    ids=["binary-log_loss", "multiclass-log_loss", "multiclass-softmax"],
+)
+def test_sgd_classifier_pipeline(data, loss, dtype, zipmap):
     X, y = data()
-    model = _pipeline(OnnxSGDClassifier(dtype=dtype, **FAST)).fit(X, y)
+    model = _pipeline(OnnxSGDClassifier(loss=loss, dtype=dtype, **FAST)).fit(X, y)
     got = _export(model, X, dtype, options={"zipmap": zipmap})
     _check_classifier(model, X, got, dtype, zipmap=zipmap)
 
 
-@pytest.mark.parametrize("final", [OnnxSGDClassifier(**FAST), OnnxMLPClassifier(**FAST)])
+@pytest.mark.parametrize(
+    "final", [OnnxSGDClassifier(loss="log_loss", **FAST), OnnxMLPClassifier(**FAST)]
+)
 def test_nocl_gives_class_indices(final):
     X, y = _multiclass()
     model = _pipeline(final).fit(X, y)
@@ -105,7 +125,9 @@ def test_nocl_gives_class_indices(final):
 @pytest.mark.parametrize("data", [_binary, _multiclass])
 def test_raw_scores_give_decision_function(data):
     X, y = data()
-    model = _pipeline(OnnxSGDClassifier(**FAST)).fit(X, y)
+    # The logistic loss (the former default for two classes) keeps the scores small
+    # enough for the float32 tolerance; hinge's 'optimal' steps make them reach 1e3.
+    model = _pipeline(OnnxSGDClassifier(loss="log_loss", **FAST)).fit(X, y)
     got = _export(model, X, np.float32, options={"zipmap": False, "model__raw_scores": True})
     scores = model.decision_function(X)
     if scores.ndim == 1:
@@ -116,13 +138,13 @@ def test_raw_scores_give_decision_function(data):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("loss", ["hinge", "log"])
+@pytest.mark.parametrize("loss", ["hinge", "log_loss"])
 def test_one_vs_rest_label_follows_scores(loss, dtype):
     # Scaled-up inputs give scores beyond 17, where several sigmoids round to 1 in
     # float32: the label must still be the class of the highest score, as predict.
     X, y = _multiclass()
     X = StandardScaler().fit_transform(X)
-    model = OnnxSGDClassifier(learning_loss=loss, dtype=dtype, **FAST).fit(X, y)
+    model = OnnxSGDClassifier(loss=loss, dtype=dtype, **FAST).fit(X, y)
     X_large = 30 * X
     assert (np.sort(model.decision_function(X_large), axis=1)[:, -2] > 17).any()
     got = _export(model, X_large, dtype, options={"zipmap": False})
@@ -157,7 +179,9 @@ def test_mlp_regressor_pipeline(n_outputs, dtype):
 
 
 @pytest.mark.parametrize(
-    "final", [OnnxSGDClassifier(**FAST), OnnxMLPClassifier(hidden_layer_sizes=(4,), **FAST)]
+    "final",
+    [OnnxSGDClassifier(loss="log_loss", **FAST),
+     OnnxMLPClassifier(hidden_layer_sizes=(4,), **FAST)],
 )
 def test_column_transformer_on_a_frame(final):
     rng = np.random.RandomState(0)
@@ -177,7 +201,10 @@ def test_column_transformer_on_a_frame(final):
 def test_grid_search_best_pipeline():
     X, y = _multiclass()
     grid = GridSearchCV(
-        _pipeline(OnnxSGDClassifier(**FAST)), {"model__learning_penalty": [1e-4, 1e-1]}, cv=2
+        _pipeline(OnnxSGDClassifier(loss="log_loss", **FAST)),
+        {"model__penalty": [ElasticLearningPenalty(l1=0.0, l2=1e-4),
+                            ElasticLearningPenalty(l1=0.0, l2=1e-1)]},
+        cv=2,
     ).fit(X, y)
     got = _export(grid.best_estimator_, X, np.float32, options={"zipmap": False})
     _check_classifier(grid.best_estimator_, X, got, np.float32)

@@ -30,6 +30,7 @@ from sklearn.preprocessing import StandardScaler
 
 from skl_ortgrad import (
     LearningRateSGDNesterov,
+    NegLogLearningLoss,
     OnnxGradientRegressor,
     OnnxMLPClassifier,
     OnnxSGDClassifier,
@@ -49,6 +50,9 @@ def _targets(model):
 
 
 def _fitted(estimator, **params):
+    if estimator is OnnxSGDClassifier:
+        # A loss with predict_proba, which _outputs compares.
+        params = {"loss": "log_loss", **params}
     model = estimator(**{"max_iter": 2, "tol": None, "random_state": 0, "batch_size": 16,
                          **params})
     model.fit(X, _targets(model))
@@ -122,14 +126,18 @@ def test_the_file_is_served_by_onnxruntime_as_is(tmp_path, estimator):
 def test_float64_string_labels_feature_names_and_a_rate_object(tmp_path):
     frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
     labels = np.array(["setosa", "versicolor", "virginica"])[Y]
+    # The softmax cross-entropy: the former default for multiclass problems.
+    softmax = NegLogLearningLoss(eps=0.0, probability_function="softmax")
     model = OnnxSGDClassifier(dtype=np.float64, random_state=1, max_iter=2, tol=None,
-                              learning_rate=LearningRateSGDNesterov(eta0=0.05))
+                              loss=softmax, learning_rate=LearningRateSGDNesterov(eta0=0.05))
     model.fit(frame, labels)
     save(model, tmp_path / "model.onnx")
     loaded = load(tmp_path / "model.onnx")
     assert loaded.dtype is np.float64 and loaded.optimizer_.weights_[0].dtype == np.float64
     assert isinstance(loaded.learning_rate, LearningRateSGDNesterov)
     assert loaded.learning_rate.get_params() == model.learning_rate.get_params()
+    assert isinstance(loaded.loss, NegLogLearningLoss)
+    assert loaded.loss.get_params() == model.loss.get_params()
     np.testing.assert_array_equal(loaded.feature_names_in_, model.feature_names_in_)
     _assert_same_arrays([loaded.classes_], [model.classes_])
     _assert_same_arrays(_outputs(loaded, frame), _outputs(model, frame))

@@ -106,13 +106,18 @@ def test_single_class_is_an_error(data):
 
 
 @pytest.mark.parametrize("param, value, message", [
-    ("learning_loss", "nope", r"Unknown learning loss 'nope'; valid aliases are \[.*huber"),
-    ("learning_rate", "nope", r"Unknown learning rate 'nope'; valid aliases are \[.*optimal"),
-    ("learning_penalty", "nope", r"Unknown learning penalty 'nope'; valid aliases are"),
+    ("loss", "nope", r"The 'loss' parameter of OnnxSGDRegressor must be a str among "
+                     r"\{[^}]*'huber'[^}]*\}.* Got 'nope' instead"),
+    ("learning_rate", "nope", r"The 'learning_rate' parameter of OnnxSGDRegressor must be a "
+                              r"str among \{[^}]*'optimal'[^}]*\}.* Got 'nope' instead"),
+    ("penalty", "nope", r"The 'penalty' parameter of OnnxSGDRegressor must be a str among "
+                        r"\{[^}]*'l2'[^}]*\}.* Got 'nope' instead"),
 ])
 def test_unknown_alias_lists_valid_ones(data, param, value, message):
+    from sklearn.utils._param_validation import InvalidParameterError
+
     X, y = data
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(InvalidParameterError, match=message):
         OnnxSGDRegressor(**{param: value}).fit(X, y)
 
 
@@ -128,7 +133,7 @@ def test_invalid_parameters_are_rejected_at_fit(data):
 
 def test_divergence_keeps_last_finite_weights(data):
     X, y = data
-    model = OnnxSGDRegressor(random_state=0, max_iter=2, tol=None, learning_penalty="none",
+    model = OnnxSGDRegressor(random_state=0, max_iter=2, tol=None, penalty=None,
                              learning_rate=LearningRateSGD(eta0=0.01, learning_rate="constant"))
     model.fit(X, y * 1e3)
     snapshot = _snapshot(model)
@@ -146,7 +151,7 @@ def test_sparse_predict_matches_dense_across_chunks(data, monkeypatch):
     from skl_ortgrad.estimators import base
 
     X, y = data
-    model = OnnxSGDClassifier(random_state=0, max_iter=5).fit(X, y)
+    model = OnnxSGDClassifier(loss="log_loss", random_state=0, max_iter=5).fit(X, y)
     monkeypatch.setattr(base, "_SPARSE_CHUNK", 7)  # many chunks, a ragged last one
     np.testing.assert_allclose(
         model.predict_proba(sp.csr_matrix(X)), model.predict_proba(X), rtol=1e-6)

@@ -44,7 +44,7 @@ def _fitted(kind, data):
     if kind == "regressor":
         model = OnnxSGDRegressor(max_iter=20, random_state=0)
     else:
-        model = OnnxSGDClassifier(max_iter=20, random_state=0)
+        model = OnnxSGDClassifier(loss="log_loss", max_iter=20, random_state=0)
     return model.fit(scaler.transform(X_train), y_train), scaler
 
 
@@ -61,7 +61,7 @@ def test_pipeline_regressor(linear_data):
 
 def test_pipeline_classifier(cancer):
     X_train, X_test, y_train, y_test = cancer
-    pipe = make_pipeline(StandardScaler(), OnnxSGDClassifier(random_state=0))
+    pipe = make_pipeline(StandardScaler(), OnnxSGDClassifier(loss="log_loss", random_state=0))
     pipe.fit(X_train, y_train)
     assert_array_equal(pipe.classes_, [0, 1])
     proba = pipe.predict_proba(X_test)
@@ -280,7 +280,11 @@ def test_dask_ml_incremental_on_local_cluster():
     ) as cluster, Client(cluster) as client:
         assert len(client.scheduler_info()["workers"]) == 2
         model = Incremental(
-            OnnxSGDRegressor(learning_rate=0.05, random_state=0), shuffle_blocks=False
+            OnnxSGDRegressor(
+                learning_rate=LearningRateSGD(eta0=0.05, learning_rate="constant"),
+                random_state=0,
+            ),
+            shuffle_blocks=False,
         )
         # Incremental.fit starts from a clone; partial_fit continues: three passes.
         for _ in range(3):

@@ -8,7 +8,14 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
+from skl_ortgrad import (
+    AbsoluteLearningLoss,
+    ElasticLearningLoss,
+    LearningRateSGD,
+    NegLogLearningLoss,
+    OnnxSGDClassifier,
+    OnnxSGDRegressor,
+)
 
 
 def _split(X, y):
@@ -27,18 +34,24 @@ def test_diabetes_close_to_sgd_regressor():
     assert ours.loss_curve_[-1] < ours.loss_curve_[0]
 
 
-@pytest.mark.parametrize("loss", ["absolute_error", "huber", "epsilon_insensitive", "elastic"])
+@pytest.mark.parametrize(
+    "loss", [AbsoluteLearningLoss(), "huber", "epsilon_insensitive", ElasticLearningLoss()],
+    ids=["absolute_error", "huber", "epsilon_insensitive", "elastic"],
+)
 def test_regression_losses_train(loss):
     X, y = make_regression(n_samples=400, n_features=5, noise=1.0, random_state=0)
     X_train, X_test, y_train, y_test = _split(X, y / y.std())
-    model = OnnxSGDRegressor(learning_loss=loss, learning_rate=0.05, random_state=0)
+    model = OnnxSGDRegressor(
+        loss=loss, learning_rate=LearningRateSGD(eta0=0.05, learning_rate="constant"),
+        random_state=0,
+    )
     assert model.fit(X_train, y_train).score(X_test, y_test) > 0.95
 
 
 def test_breast_cancer_pipeline():
     X_train, X_test, y_train, y_test = train_test_split(
         *load_breast_cancer(return_X_y=True), random_state=0)
-    pipe = make_pipeline(StandardScaler(), OnnxSGDClassifier(random_state=0))
+    pipe = make_pipeline(StandardScaler(), OnnxSGDClassifier(loss="log_loss", random_state=0))
     assert pipe.fit(X_train, y_train).score(X_test, y_test) >= 0.95
     clf = pipe[-1]
     assert clf.coef_.shape == (1, 30) and clf.intercept_.shape == (1,)
@@ -51,7 +64,9 @@ def test_iris_string_labels():
     X, y = load_iris(return_X_y=True)
     names = np.array(["setosa", "versicolor", "virginica"])
     X_train, X_test, y_train, y_test = _split(X, names[y])
-    clf = OnnxSGDClassifier(random_state=0).fit(X_train, y_train)
+    # The softmax cross-entropy (the former default for multiclass problems).
+    softmax = NegLogLearningLoss(eps=0.0, probability_function="softmax")
+    clf = OnnxSGDClassifier(loss=softmax, random_state=0).fit(X_train, y_train)
     np.testing.assert_array_equal(clf.classes_, names)
     assert clf.score(X_test, y_test) >= 0.9
     assert clf.coef_.shape == (3, 4) and clf.decision_function(X_test).shape == (38, 3)
@@ -60,13 +75,16 @@ def test_iris_string_labels():
         clf.predict_log_proba(X_test), np.log(clf.predict_proba(X_test)), rtol=1e-6)
 
 
-@pytest.mark.parametrize("loss", ["log", "hinge", "modified_huber"])
+@pytest.mark.parametrize("loss", ["log_loss", "hinge", "modified_huber"])
 def test_one_vs_rest_and_margin_losses(loss):
     X, y = load_iris(return_X_y=True)
     X_train, X_test, y_train, y_test = _split(X, y)
-    clf = OnnxSGDClassifier(learning_loss=loss, random_state=0).fit(X_train, y_train)
-    assert clf.score(X_test, y_test) >= 0.85
-    binary = OnnxSGDClassifier(learning_loss=loss, random_state=0)
+    # scikit-learn's 'optimal' schedule applied per mini-batch, unscaled: the rate these
+    # thresholds were set with (the default now multiplies it by the batch size).
+    rate = LearningRateSGD.scikit_learn_optimal()
+    clf = OnnxSGDClassifier(loss=loss, learning_rate=rate, random_state=0)
+    assert clf.fit(X_train, y_train).score(X_test, y_test) >= 0.85
+    binary = OnnxSGDClassifier(loss=loss, learning_rate=rate, random_state=0)
     X_train, X_test, y_train, y_test = _split(*load_breast_cancer(return_X_y=True))
     assert binary.fit(X_train, y_train).score(X_test, y_test) >= 0.95
 

@@ -12,6 +12,9 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
 
 from skl_ortgrad import (
+    AbsoluteLearningLoss,
+    ElasticLearningLoss,
+    NegLogLearningLoss,
     OnnxGradientClassifier,
     OnnxGradientRegressor,
     OnnxMLPClassifier,
@@ -107,20 +110,21 @@ def test_estimator_records_the_backend(backend, diabetes, monkeypatch):
 # Every estimator and loss, trained a few epochs the same way by both backends.
 CASES = {
     "sgd-regressor-squared": (lambda **p: OnnxSGDRegressor(**p), "diabetes"),
-    "sgd-regressor-huber": (lambda **p: OnnxSGDRegressor(learning_loss="huber", **p),
-                            "diabetes"),
+    "sgd-regressor-huber": (lambda **p: OnnxSGDRegressor(loss="huber", **p), "diabetes"),
     "sgd-regressor-epsilon": (
-        lambda **p: OnnxSGDRegressor(learning_loss="epsilon_insensitive", **p), "diabetes"),
+        lambda **p: OnnxSGDRegressor(loss="epsilon_insensitive", **p), "diabetes"),
     "sgd-regressor-absolute": (
-        lambda **p: OnnxSGDRegressor(learning_loss="absolute_error", **p), "diabetes"),
-    "sgd-regressor-elastic": (lambda **p: OnnxSGDRegressor(learning_loss="elastic", **p),
-                              "diabetes"),
-    "sgd-classifier-log": (lambda **p: OnnxSGDClassifier(**p), "cancer"),
-    "sgd-classifier-hinge": (lambda **p: OnnxSGDClassifier(learning_loss="hinge", **p),
-                             "cancer"),
+        lambda **p: OnnxSGDRegressor(loss=AbsoluteLearningLoss(), **p), "diabetes"),
+    "sgd-regressor-elastic": (
+        lambda **p: OnnxSGDRegressor(loss=ElasticLearningLoss(), **p), "diabetes"),
+    "sgd-classifier-log": (lambda **p: OnnxSGDClassifier(loss="log_loss", **p), "cancer"),
+    "sgd-classifier-hinge": (lambda **p: OnnxSGDClassifier(loss="hinge", **p), "cancer"),
     "sgd-classifier-modified-huber": (
-        lambda **p: OnnxSGDClassifier(learning_loss="modified_huber", **p), "cancer"),
-    "sgd-classifier-multiclass": (lambda **p: OnnxSGDClassifier(**p), "iris"),
+        lambda **p: OnnxSGDClassifier(loss="modified_huber", **p), "cancer"),
+    "sgd-classifier-multiclass": (
+        lambda **p: OnnxSGDClassifier(
+            loss=NegLogLearningLoss(eps=0.0, probability_function="softmax"), **p),
+        "iris"),
     "mlp-regressor-relu": (
         lambda **p: OnnxMLPRegressor(hidden_layer_sizes=(8,), **p), "diabetes"),
     "mlp-regressor-tanh": (
@@ -168,6 +172,11 @@ def test_same_predictions_in_float32(case, request):
     X, (training, onnx) = _train_both(case, np.float32, request)
     if hasattr(training, "predict_proba"):
         np.testing.assert_allclose(onnx.predict_proba(X), training.predict_proba(X),
+                                   rtol=1e-4, atol=1e-5)
+        np.testing.assert_array_equal(onnx.predict(X), training.predict(X))
+    elif hasattr(training, "decision_function"):
+        # A classifier whose loss has no probabilities (hinge): the scores instead.
+        np.testing.assert_allclose(onnx.decision_function(X), training.decision_function(X),
                                    rtol=1e-4, atol=1e-5)
         np.testing.assert_array_equal(onnx.predict(X), training.predict(X))
     else:

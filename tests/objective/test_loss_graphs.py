@@ -15,12 +15,14 @@ KINDS = [
     "elastic",
     "huber",
     "epsilon_insensitive",
+    "squared_epsilon_insensitive",
     "log",
     "softmax_log",
     "hinge",
+    "squared_hinge",
     "modified_huber",
 ]
-CLASSIFICATION = {"log", "softmax_log", "hinge", "modified_huber"}
+CLASSIFICATION = {"log", "softmax_log", "hinge", "squared_hinge", "modified_huber"}
 
 
 def _sigmoid(s):
@@ -42,6 +44,8 @@ def numpy_loss(kind, y, p, w=None, **params):
         ell = np.where(np.abs(d) <= e, 0.5 * d**2, e * np.abs(d) - 0.5 * e**2)
     elif kind == "epsilon_insensitive":
         ell = np.maximum(0, np.abs(d) - params.get("epsilon", 0.1))
+    elif kind == "squared_epsilon_insensitive":
+        ell = np.maximum(0, np.abs(d) - params.get("epsilon", 0.1)) ** 2
     elif kind == "log":
         eps = params.get("eps", 1e-5)
         q = (1 - eps) * _sigmoid(p) + eps / 2
@@ -52,7 +56,9 @@ def numpy_loss(kind, y, p, w=None, **params):
         q = (1 - eps) * e / e.sum(axis=1, keepdims=True) + eps / p.shape[1]
         ell = -y * np.log(q)
     elif kind == "hinge":
-        ell = np.maximum(0, 1 - (2 * y - 1) * p)
+        ell = np.maximum(0, params.get("threshold", 1.0) - (2 * y - 1) * p)
+    elif kind == "squared_hinge":
+        ell = np.maximum(0, params.get("threshold", 1.0) - (2 * y - 1) * p) ** 2
     elif kind == "modified_huber":
         z = (2 * y - 1) * p
         ell = np.where(z >= -1, np.maximum(0, 1 - z) ** 2, -4 * z)
@@ -112,6 +118,10 @@ PARAMS = [(kind, {}) for kind in KINDS] + [
     ("softmax_log", {"eps": 0}),
     ("huber", {"epsilon": 0.5}),
     ("epsilon_insensitive", {"epsilon": 0.3}),
+    ("squared_epsilon_insensitive", {"epsilon": 0.3}),
+    ("hinge", {"threshold": 0.0}),
+    ("hinge", {"threshold": 0.5}),
+    ("squared_hinge", {"threshold": 0.5}),
     ("elastic", {"l1_weight": 0.2, "l2_weight": 1.5}),
 ]
 
@@ -205,6 +215,11 @@ def test_unknown_kind_and_parameter():
         build_loss_graph("squared_error", epsilon=0.1)
     with pytest.raises(ValueError, match="opset"):
         build_loss_graph("squared_error", opset=22)
+    for kind in ("hinge", "squared_hinge"):
+        with pytest.raises(ValueError, match="threshold >= 0"):
+            build_loss_graph(kind, threshold=-0.5)
+    with pytest.raises(ValueError, match="epsilon >= 0"):
+        build_loss_graph("squared_epsilon_insensitive", epsilon=-0.1)
 
 
 _ELEMENTWISE = {"Add", "Sub", "Mul", "Div"}

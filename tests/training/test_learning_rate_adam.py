@@ -324,7 +324,7 @@ def test_onnx_sgd_regressor_adam_on_diabetes():
     X, y = load_diabetes(return_X_y=True)
     X = StandardScaler().fit_transform(X)
     y = (y - y.mean()) / y.std()
-    reg = OnnxSGDRegressor(learning_rate="adam", max_iter=60, random_state=0, tol=None)
+    reg = OnnxSGDRegressor(learning_rate=LearningRateAdam(), max_iter=60, random_state=0, tol=None)
     reg.fit(X, y)
     assert isinstance(reg.optimizer_.learning_rate_, LearningRateAdam)
     assert reg.loss_curve_[-1] < reg.loss_curve_[0]

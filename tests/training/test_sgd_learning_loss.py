@@ -8,6 +8,7 @@ import pytest
 from onnxruntime import InferenceSession
 from scipy.special import expit, softmax
 from sklearn.base import BaseEstimator, clone
+from sklearn.linear_model._sgd_fast import Hinge, SquaredEpsilonInsensitive, SquaredHinge
 
 from skl_ortgrad.training.sgd_learning_loss import (
     AbsoluteLearningLoss,
@@ -18,6 +19,8 @@ from skl_ortgrad.training.sgd_learning_loss import (
     HuberLearningLoss,
     ModifiedHuberLearningLoss,
     NegLogLearningLoss,
+    SquaredEpsilonInsensitiveLearningLoss,
+    SquaredHingeLearningLoss,
     SquareLearningLoss,
 )
 
@@ -38,9 +41,13 @@ def _np_loss(loss, y, p):
         return np.where(np.abs(d) <= e, 0.5 * d**2, e * np.abs(d) - 0.5 * e**2)
     if isinstance(loss, EpsilonInsensitiveLearningLoss):
         return np.maximum(0, np.abs(d) - loss.epsilon)
+    if isinstance(loss, SquaredEpsilonInsensitiveLearningLoss):
+        return np.maximum(0, np.abs(d) - loss.epsilon) ** 2
     z = (2 * y - 1) * p
     if isinstance(loss, HingeLearningLoss):
-        return np.maximum(0, 1 - z)
+        return np.maximum(0, loss.threshold - z)
+    if isinstance(loss, SquaredHingeLearningLoss):
+        return np.maximum(0, loss.threshold - z) ** 2
     if isinstance(loss, ModifiedHuberLearningLoss):
         return np.where(z >= -1, np.maximum(0, 1 - z) ** 2, -4 * z)
     eps = loss.eps
@@ -60,9 +67,9 @@ def _data(loss, seed=0):
         return y.astype(np.float32), rng.normal(0, 2, (N, K)).astype(np.float32)
     if loss.is_classification:
         y = rng.integers(0, 2, (N, K)).astype(np.float64)
-        # margins z = (2y - 1) s in three bands, away from the kinks at z = -1 and z = 1
-        bands = [(-3.0, -1.2), (-0.8, 0.8), (1.2, 3.0)]
-        z = np.array([rng.uniform(*bands[i % 3]) for i in range(N * K)]).reshape(N, K)
+        # margins z = (2y - 1) s in four bands, away from the kinks at z = -1, 0 and 1
+        bands = [(-3.0, -1.2), (-0.8, -0.2), (0.2, 0.8), (1.2, 3.0)]
+        z = np.array([rng.uniform(*bands[i % 4]) for i in range(N * K)]).reshape(N, K)
         z = rng.permuted(z.ravel()).reshape(N, K)
         return y.astype(np.float32), ((2 * y - 1) * z).astype(np.float32)
     y = rng.normal(0, 1, (N, K))
@@ -109,6 +116,8 @@ LOSSES = [
     HuberLearningLoss(),
     HuberLearningLoss(epsilon=0.5),
     EpsilonInsensitiveLearningLoss(),
+    SquaredEpsilonInsensitiveLearningLoss(),
+    SquaredEpsilonInsensitiveLearningLoss(epsilon=0.0),
     NegLogLearningLoss(),
     NegLogLearningLoss(eps=0.0),
     NegLogLearningLoss(eps=0.01),
@@ -116,6 +125,9 @@ LOSSES = [
     NegLogLearningLoss(eps=0.0, probability_function="softmax"),
     NegLogLearningLoss(eps=0.01, probability_function="softmax"),
     HingeLearningLoss(),
+    HingeLearningLoss(threshold=0.0),
+    SquaredHingeLearningLoss(),
+    SquaredHingeLearningLoss(threshold=0.0),
     ModifiedHuberLearningLoss(),
 ]
 
@@ -181,6 +193,51 @@ def test_extreme_scores_stay_finite(loss):
         assert value <= grad.size * -np.log(loss.eps / 2 * 0.999)
 
 
+# Each new loss next to scikit-learn's own (SGDClassifier / SGDRegressor), whose labels
+# are signs in {-1, +1}: ours are {0, 1}, the sign 2y - 1.
+SKLEARN_LOSSES = [
+    (HingeLearningLoss(), Hinge(1.0)),
+    (HingeLearningLoss(threshold=0.0), Hinge(0.0)),
+    (HingeLearningLoss(threshold=0.5), Hinge(0.5)),
+    (SquaredHingeLearningLoss(), SquaredHinge(1.0)),
+    (SquaredHingeLearningLoss(threshold=0.5), SquaredHinge(0.5)),
+    (SquaredEpsilonInsensitiveLearningLoss(), SquaredEpsilonInsensitive(0.1)),
+    (SquaredEpsilonInsensitiveLearningLoss(epsilon=0.5), SquaredEpsilonInsensitive(0.5)),
+]
+
+
+@pytest.mark.parametrize(
+    ("loss", "reference"), SKLEARN_LOSSES, ids=[repr(loss) for loss, _ in SKLEARN_LOSSES]
+)
+def test_matches_scikit_learn(loss, reference):
+    # scores k / 10 in [-3, 3]: exact at the hinge kinks z = 0, 0.5, 1, and mostly away from
+    # any kink, on both sides of it
+    scores = np.arange(-30, 31) / 10
+    if loss.is_classification:
+        label = np.repeat([0.0, 1.0], len(scores))
+        target = 2 * label - 1
+    else:
+        label = target = np.repeat([-1.3, 0.25], len(scores))
+    p = np.tile(scores, 2)
+    pairs = list(zip(p, target, strict=True))
+    expected_value = np.array([reference.py_loss(pi, ti) for pi, ti in pairs])
+    expected_grad = np.array([reference.py_dloss(pi, ti) for pi, ti in pairs])
+    assert (expected_grad == 0).any() and (expected_grad != 0).any()
+
+    model = loss.build_onnx_function(21, "cpu", dtype=np.float64, per_row=True)
+    sess = InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (value,) = sess.run(None, {"label": label[:, None], "prediction": p[:, None]})
+    np.testing.assert_allclose(value, expected_value, rtol=1e-12, atol=1e-15)
+    _, grad = loss.loss_gradient(label, p)
+    if isinstance(loss, HingeLearningLoss):
+        # the only derivative with a jump: at z = t the graph takes the mean of both sides
+        # (documented), scikit-learn the left one
+        at_kink = target * p == loss.threshold
+        assert at_kink.sum() == 2
+        expected_grad = np.where(at_kink, expected_grad / 2, expected_grad)
+    np.testing.assert_allclose(grad, expected_grad, rtol=1e-12, atol=1e-15)
+
+
 def test_one_dimensional_and_float64_inputs():
     loss = SquareLearningLoss()
     y, p = np.array([1.0, 2.0, 3.0]), np.array([1.5, 1.0, 3.0])
@@ -212,9 +269,11 @@ def test_kinds_and_label_encoding():
     assert NegLogLearningLoss(probability_function="softmax").kind == "softmax_log"
     regression = [SquareLearningLoss, AbsoluteLearningLoss, ElasticLearningLoss]
     regression += [HuberLearningLoss, EpsilonInsensitiveLearningLoss]
+    regression += [SquaredEpsilonInsensitiveLearningLoss]
     for klass in regression:
         assert not klass.is_classification and not klass().requires_one_hot
-    for klass in (NegLogLearningLoss, HingeLearningLoss, ModifiedHuberLearningLoss):
+    classification = [NegLogLearningLoss, HingeLearningLoss, SquaredHingeLearningLoss]
+    for klass in [*classification, ModifiedHuberLearningLoss]:
         assert klass.is_classification and not klass().requires_one_hot
     assert NegLogLearningLoss(probability_function="softmax").requires_one_hot
 
@@ -227,6 +286,10 @@ def test_validation_at_construction_and_at_use():
         (HuberLearningLoss, {"epsilon": -1}, "epsilon"),
         (EpsilonInsensitiveLearningLoss, {"epsilon": "a"}, "epsilon"),
         (ElasticLearningLoss, {"l1_weight": -1}, "l1_weight"),
+        (HingeLearningLoss, {"threshold": -1.0}, "threshold"),
+        (HingeLearningLoss, {"threshold": np.inf}, "threshold"),
+        (SquaredHingeLearningLoss, {"threshold": np.nan}, "threshold"),
+        (SquaredEpsilonInsensitiveLearningLoss, {"epsilon": -0.1}, "epsilon"),
     ]
     for klass, params, match in bad:
         with pytest.raises(ValueError, match=match):
@@ -281,12 +344,15 @@ ALIASES = {
     "elastic": (ElasticLearningLoss, {}),
     "huber": (HuberLearningLoss, {}),
     "epsilon_insensitive": (EpsilonInsensitiveLearningLoss, {}),
+    "squared_epsilon_insensitive": (SquaredEpsilonInsensitiveLearningLoss, {}),
     "log": (NegLogLearningLoss, {}),
     "log_loss": (NegLogLearningLoss, {}),
     "neg_log": (NegLogLearningLoss, {}),
     "softmax": (NegLogLearningLoss, {"probability_function": "softmax"}),
     "multinomial": (NegLogLearningLoss, {"probability_function": "softmax"}),
     "hinge": (HingeLearningLoss, {}),
+    "perceptron": (HingeLearningLoss, {"threshold": 0.0}),
+    "squared_hinge": (SquaredHingeLearningLoss, {}),
     "modified_huber": (ModifiedHuberLearningLoss, {}),
 }
 
@@ -304,8 +370,8 @@ def test_select_other_values():
     assert type(BaseLearningLoss.select(None)) is SquareLearningLoss
     loss = HingeLearningLoss()
     assert BaseLearningLoss.select(loss) is loss
-    with pytest.raises(ValueError, match="Unknown learning loss 'squared_hinge'") as info:
-        BaseLearningLoss.select("squared_hinge")
+    with pytest.raises(ValueError, match="Unknown learning loss 'cubic'") as info:
+        BaseLearningLoss.select("cubic")
     for alias in ALIASES:
         assert repr(alias) in str(info.value)
     with pytest.raises(TypeError, match="A number"):

@@ -162,12 +162,12 @@ def test_validation_at_construction_and_at_use():
 
 def test_params_clone_repr_pickle():
     penalty = ElasticLearningPenalty(l1=0.2)
-    assert penalty.get_params() == {"l1": 0.2, "l2": 0.5}
+    assert penalty.get_params() == {"l1": 0.2, "l2": 0.5, "rows": 1}
     assert repr(penalty) == "ElasticLearningPenalty(l1=0.2)"
     assert repr(ElasticLearningPenalty()) == "ElasticLearningPenalty()"
     assert repr(NoLearningPenalty()) == "NoLearningPenalty()"
     copy = clone(penalty).set_params(l2=0.1)
-    assert copy.get_params() == {"l1": 0.2, "l2": 0.1} and penalty.l2 == 0.5
+    assert copy.get_params() == {"l1": 0.2, "l2": 0.1, "rows": 1} and penalty.l2 == 0.5
     restored = pickle.loads(pickle.dumps(copy))
     assert type(restored) is ElasticLearningPenalty and restored.get_params() == copy.get_params()
     assert type(pickle.loads(pickle.dumps(NoLearningPenalty()))) is NoLearningPenalty
@@ -214,7 +214,8 @@ def test_select_other_values():
     assert set(BaseLearningPenalty.aliases()) == set(ALIASES)
     assert type(BaseLearningPenalty.select(None)) is NoLearningPenalty
     got = BaseLearningPenalty.select(0.01)
-    assert type(got) is ElasticLearningPenalty and got.get_params() == {"l1": 0.0, "l2": 0.01}
+    assert type(got) is ElasticLearningPenalty
+    assert got.get_params() == {"l1": 0.0, "l2": 0.01, "rows": 1}
     penalty = ElasticLearningPenalty()
     assert BaseLearningPenalty.select(penalty) is penalty
     with pytest.raises(ValueError, match="Unknown learning penalty 'ridge'") as info:

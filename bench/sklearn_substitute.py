@@ -1,0 +1,286 @@
+"""pytest plugin: scikit-learn's own SGD and MLP tests, run on skl_ortgrad's estimators.
+
+Loaded with ``-p sklearn_substitute`` (``bench/`` on ``PYTHONPATH``) by
+``bench/sklearn_drop_in.py``. At import, before pytest loads scikit-learn's ``conftest.py``
+or any test module, it replaces four attributes:
+
+* ``sklearn.linear_model.SGDClassifier`` and ``.SGDRegressor``: ``test_sgd.py`` reads them
+  as ``linear_model.SGDClassifier`` (``from sklearn import linear_model``), in its factory
+  functions and as the base of its ``_SparseSGD*`` subclasses, all evaluated when the
+  test module is imported, hence after this patch;
+* ``sklearn.neural_network.MLPClassifier`` and ``.MLPRegressor``: ``test_mlp.py`` imports
+  them by name (``from sklearn.neural_network import ...``).
+
+``skl_ortgrad`` is imported first: its converters and persistence code bind scikit-learn's
+real classes by name at import (skl2onnx conversion, state decoding), and they must keep
+those. scikit-learn's private modules (``_stochastic_gradient``, ``_multilayer_perceptron``)
+are left alone: the tests do not take the estimators from there, and our package and
+skl2onnx rely on them.
+
+Tests that exercise something other than these four estimators are skipped with a reason
+starting with :data:`NOT_APPLICABLE` (see :func:`not_applicable_reason`). Every test's
+outcome, with the first line of its exception, is written as JSON to the path given by
+``--drop-in-report``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from collections.abc import Generator
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+# First: its modules take references to scikit-learn's real classes at import.
+import skl_ortgrad
+
+# isort: split
+import sklearn.linear_model
+import sklearn.neural_network
+from sklearn.linear_model._stochastic_gradient import BaseSGD
+
+NOT_APPLICABLE = "not applicable: "
+
+SUBSTITUTES: dict[tuple[ModuleType, str], type] = {
+    (sklearn.linear_model, "SGDClassifier"): skl_ortgrad.OnnxSGDClassifier,
+    (sklearn.linear_model, "SGDRegressor"): skl_ortgrad.OnnxSGDRegressor,
+    (sklearn.neural_network, "MLPClassifier"): skl_ortgrad.OnnxMLPClassifier,
+    (sklearn.neural_network, "MLPRegressor"): skl_ortgrad.OnnxMLPRegressor,
+}
+ORIGINALS: dict[tuple[ModuleType, str], type] = {
+    key: getattr(key[0], key[1]) for key in SUBSTITUTES
+}
+# A second patch in the same process would take our classes for scikit-learn's.
+if any(ORIGINALS[key] is cls for key, cls in SUBSTITUTES.items()):
+    raise RuntimeError("scikit-learn's estimators are already substituted in this process")
+
+# Estimators built on scikit-learn's SGD engine that skl_ortgrad does not provide
+# (SGDOneClassSVM, Perceptron, PassiveAggressive*): a test parametrized with one of them,
+# or with test_sgd.py's factory or sparse subclass named after it, tests scikit-learn.
+OTHER_SGD_ESTIMATORS = frozenset(
+    name
+    for name, obj in vars(sklearn.linear_model).items()
+    if isinstance(obj, type)
+    and issubclass(obj, BaseSGD)
+    and (sklearn.linear_model, name) not in SUBSTITUTES
+)
+
+# Test names that say they test SGDOneClassSVM without a parameter naming it.
+ONE_CLASS_WORDS = ("oneclass", "one_class", "ocsvm")
+
+# Module aliases in a test body that mean it tests scikit-learn's private SGD code.
+PRIVATE_MODULE_USES = {
+    "sgd_fast.": "tests scikit-learn's Cython loss functions (_sgd_fast)",
+    "_stochastic_gradient.": "patches scikit-learn's private _stochastic_gradient module",
+}
+
+
+def _substitute() -> None:
+    for (module, name), cls in SUBSTITUTES.items():
+        setattr(module, name, cls)
+
+
+def _restore() -> None:
+    for (module, name), cls in ORIGINALS.items():
+        setattr(module, name, cls)
+
+
+# At import, not in pytest_configure: pytest loads the conftest.py of the packages named on
+# the command line before pytest_configure, and those may import scikit-learn modules.
+_substitute()
+
+
+def _param_names(value: Any) -> list[str]:
+    """Names a test parameter goes by: a class's MRO names, or a function's name."""
+    if isinstance(value, type):
+        return [klass.__name__ for klass in value.__mro__]
+    name = getattr(value, "__name__", None)
+    return [name] if isinstance(name, str) else []
+
+
+def not_applicable_reason(item: pytest.Item) -> str | None:
+    """Why a test does not test the four substituted estimators, or None when it does.
+
+    Parameters
+    ----------
+    item : pytest.Item
+        A collected test.
+
+    Returns
+    -------
+    str or None
+        The reason, or None for a test that applies.
+
+    Notes
+    -----
+    The rules, in order:
+
+    1. a parameter is, or is named after (a factory function, a ``Sparse`` subclass), a
+       scikit-learn SGD-engine estimator other than SGDClassifier / SGDRegressor;
+    2. the test's name contains ``oneclass``, ``one_class`` or ``ocsvm``;
+    3. the test's body uses ``sgd_fast.`` or ``_stochastic_gradient.``, test_sgd.py's
+       aliases of scikit-learn's private modules.
+    """
+    callspec = getattr(item, "callspec", None)
+    for value in (callspec.params.values() if callspec is not None else ()):
+        for name in _param_names(value):
+            bare = name.removeprefix("_").removeprefix("Sparse")
+            if bare in OTHER_SGD_ESTIMATORS:
+                return f"parametrized with {bare}, which skl_ortgrad does not provide"
+    name = getattr(item, "originalname", item.name).lower()
+    if any(word in name for word in ONE_CLASS_WORDS):
+        return "tests SGDOneClassSVM, which skl_ortgrad does not provide"
+    function = getattr(item, "function", None)
+    if function is not None:
+        try:
+            source = inspect.getsource(function)
+        except (OSError, TypeError):
+            source = ""
+        for alias, reason in PRIVATE_MODULE_USES.items():
+            if alias in source:
+                return reason
+    return None
+
+
+def unsubstituted(module: ModuleType) -> list[str]:
+    """Names in a test module bound to a real scikit-learn class we meant to replace.
+
+    A test module that imported an estimator before the patch, or from a place the patch
+    does not cover, would test scikit-learn instead of skl_ortgrad: these names say so.
+    """
+    leaks = []
+    for name, obj in vars(module).items():
+        if not isinstance(obj, type):
+            continue
+        for key, real in ORIGINALS.items():
+            if issubclass(obj, real) and not issubclass(obj, SUBSTITUTES[key]):
+                leaks.append(f"{module.__name__}.{name}")
+    return leaks
+
+
+class _Recorder:
+    """Outcome and first error line of every test, written as JSON at the end."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.tests: dict[str, dict[str, Any]] = {}
+        self.collect_errors: list[dict[str, str]] = []
+        self.leaks: set[str] = set()
+        self.started = time.time()
+
+    def entry(self, item: pytest.Item) -> dict[str, Any]:
+        # The node id's path part is relative to pytest's rootdir, which need not hold
+        # scikit-learn's tests (it may then be empty): the test's path names it instead.
+        test = item.nodeid.split("::", 1)[-1]
+        return self.tests.setdefault(
+            f"{item.path}::{test}",
+            {
+                "test": test,
+                "file": item.path.name,
+                "outcome": None,
+                "message": "",
+                "not_applicable": None,
+                "duration": 0.0,
+            },
+        )
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            entry = self.entry(item)
+            reason = not_applicable_reason(item)
+            if reason is not None:
+                entry["not_applicable"] = reason
+                # Skipped, not run: such a test would exercise scikit-learn's own code.
+                item.add_marker(pytest.mark.skip(reason=NOT_APPLICABLE + reason))
+            module = getattr(item, "module", None)
+            if module is not None:
+                self.leaks.update(unsubstituted(module))
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            crash = getattr(report.longrepr, "reprcrash", None)
+            message = crash.message if crash is not None else str(report.longrepr)
+            self.collect_errors.append({"nodeid": report.nodeid, "message": message})
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        entry = self.entry(item)
+        entry["duration"] += report.duration
+        outcome = None
+        if hasattr(report, "wasxfail"):
+            outcome = "xfailed" if report.skipped else "xpassed"
+            message = f"xfail: {report.wasxfail}"
+        elif report.skipped:
+            outcome = "skipped"
+            message = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
+        elif report.failed:
+            # A failure outside the test body (fixture setup, teardown) is an error.
+            outcome = "failed" if call.when == "call" else "error"
+            message = _first_line(call.excinfo) if call.excinfo is not None else ""
+        elif call.when == "call":
+            outcome, message = "passed", ""
+        # Keep the first non-passing outcome: a teardown error after a failure adds nothing.
+        if outcome is not None and entry["outcome"] in (None, "passed"):
+            entry["outcome"], entry["message"] = outcome, message
+        return report
+
+    def pytest_sessionfinish(self) -> None:
+        payload = {
+            "seconds": time.time() - self.started,
+            "substitutions": {
+                f"{module.__name__}.{name}": f"{cls.__module__}.{cls.__qualname__}"
+                for (module, name), cls in SUBSTITUTES.items()
+            },
+            "unsubstituted": sorted(self.leaks),
+            "collect_errors": self.collect_errors,
+            # A test deselected by -k never gets an outcome: it is not reported at all.
+            "tests": [entry for entry in self.tests.values() if entry["outcome"] is not None],
+        }
+        with open(self.path, "w", encoding="utf-8") as f:
+            json.dump(payload, f, indent=1)
+
+
+def _first_line(excinfo: pytest.ExceptionInfo[BaseException]) -> str:
+    """``Type: message``, the message cut to its first non-empty line.
+
+    pytest.raises(match=...)'s first line only says that the message differs: the line
+    with the message actually raised is kept after it.
+    """
+    lines = [line.strip() for line in str(excinfo.value).splitlines() if line.strip()]
+    if not lines:
+        return excinfo.typename
+    first = lines[0]
+    if first.startswith("Regex pattern did not match"):
+        first += " " + " ".join(line for line in lines[1:] if line.startswith("Actual"))
+    return f"{excinfo.typename}: {first}"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register ``--drop-in-report``."""
+    parser.addoption(
+        "--drop-in-report",
+        default=None,
+        help="write every test's outcome and first error line as JSON to this path",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register scikit-learn's test markers; record outcomes if ``--drop-in-report``."""
+    # scikit-learn registers this marker in its own pytest configuration, not shipped
+    # with the wheel; without it every run warns about an unknown mark.
+    config.addinivalue_line("markers", "no_check_spmatrix: scikit-learn's test marker")
+    path = config.getoption("--drop-in-report")
+    if path:
+        config.pluginmanager.register(_Recorder(path), "sklearn_substitute_recorder")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Put scikit-learn's classes back, for anything that runs after pytest in-process."""
+    _restore()

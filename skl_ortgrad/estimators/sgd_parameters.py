@@ -1,0 +1,138 @@
+r"""scikit-learn's SGD parameters turned into training objects.
+
+``SGDRegressor`` and ``SGDClassifier`` minimize
+
+.. math::
+
+    \frac{1}{n} \sum_i s_i\, \ell(y_i, x_i^\top w + b) + \alpha R(w), \qquad
+    R(w) = \frac{1 - \rho}{2} \|w\|_2^2 + \rho \|w\|_1
+
+(:math:`\rho` = ``l1_ratio``: 0 for ``'l2'``, 1 for ``'l1'``), one sample at a time, with
+the step :math:`\eta_t` of ``learning_rate``. The tables below give the same loss
+(``loss``, ``epsilon``), the same penalty
+(:class:`~skl_ortgrad.ElasticLearningPenalty` with :math:`l_1 = \alpha\rho`,
+:math:`l_2 = \alpha(1 - \rho)`) and the same schedule, for mini-batches of :math:`b` rows:
+a step along the batch's mean gradient of :math:`b\, \eta_t` moves the weights about as
+far as :math:`b` per-sample steps
+(:class:`~skl_ortgrad.training.scaled_learning_rate.ScaledLearningRate`), and the penalty
+compounds its :math:`b` decays. With ``batch_size=1`` both are exactly scikit-learn's.
+
+Where the loss has curvature (squared errors, squared hinge, log loss, modified Huber) a
+mean-gradient step beyond
+:math:`1 / L` may diverge where per-sample steps do not: with :math:`b > 1` the rate is
+capped at :math:`1 / L`, :math:`L = c\, (E\|x\|^2 + 1)` bounding the curvature of the
+mean loss (:math:`c` that of the loss, the 1 for the intercept).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
+from skl_ortgrad.training.sgd_learning_loss import BaseLearningLoss, NegLogLearningLoss
+from skl_ortgrad.training.sgd_learning_penalty import (
+    BaseLearningPenalty,
+    ElasticLearningPenalty,
+    NoLearningPenalty,
+)
+from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate, LearningRateSGD
+
+REGRESSION_LOSSES = ("squared_error", "huber", "epsilon_insensitive",
+                     "squared_epsilon_insensitive")
+CLASSIFICATION_LOSSES = ("hinge", "log_loss", "modified_huber", "squared_hinge",
+                         "perceptron", *REGRESSION_LOSSES)
+# Losses whose parameter is scikit-learn's ``epsilon``.
+_EPSILON_LOSSES = {"huber", "epsilon_insensitive", "squared_epsilon_insensitive"}
+# Largest second derivative of the smooth losses (kind -> c); the piecewise linear ones
+# (hinge, perceptron, Huber's tails, epsilon-insensitive) have bounded gradients and no
+# curvature to overshoot.
+_CURVATURE = {"squared_error": 1.0, "squared_epsilon_insensitive": 2.0, "squared_hinge": 2.0,
+              "log": 0.25, "softmax_log": 0.5, "modified_huber": 2.0}
+_L1_RATIO = {"l2": 0.0, "l1": 1.0}
+
+
+def sgd_loss(loss: str | BaseLearningLoss, epsilon: float) -> BaseLearningLoss:
+    """The loss object of ``loss`` (an object is returned as is).
+
+    ``'log_loss'`` is the exact logistic loss, as scikit-learn's (no clipping epsilon).
+    """
+    if isinstance(loss, BaseLearningLoss):
+        return loss
+    if loss == "log_loss":
+        return NegLogLearningLoss(eps=0.0)
+    params = {"epsilon": float(epsilon)} if loss in _EPSILON_LOSSES else {}
+    return BaseLearningLoss.select(loss, **params)
+
+
+def sgd_penalty(
+    penalty: str | BaseLearningPenalty | None, alpha: float, l1_ratio: float, rows: int
+) -> BaseLearningPenalty:
+    r"""The penalty object of ``penalty``: :math:`\alpha R(w)` applied after every step of a
+    mini-batch of ``rows`` rows (an object is returned as is)."""
+    if isinstance(penalty, BaseLearningPenalty):
+        return penalty
+    if penalty is None:
+        return NoLearningPenalty()
+    ratio = float(l1_ratio) if penalty == "elasticnet" else _L1_RATIO[penalty]
+    return ElasticLearningPenalty(
+        l1=float(alpha) * ratio, l2=float(alpha) * (1.0 - ratio), rows=int(rows)
+    )
+
+
+def sgd_learning_rate(
+    params: dict[str, Any], loss: BaseLearningLoss, rows: int, stable_step: float,
+    fit_intercept: bool,
+) -> BaseLearningRate:
+    r"""The learning-rate object of an SGD estimator's parameters for batches of ``rows``.
+
+    Parameters
+    ----------
+    params : dict
+        ``learning_rate`` (a schedule name or an object, returned as is), ``eta0``,
+        ``power_t`` and ``alpha``.
+    loss : BaseLearningLoss
+        The loss trained, for the cap.
+    rows : int
+        Rows per mini-batch, :math:`b`.
+    stable_step : float
+        :math:`1 / E\|x\|^2` on the training data.
+    fit_intercept : bool
+        Whether the intercept is trained (it adds 1 to the curvature bound).
+
+    Raises
+    ------
+    ValueError
+        For the passive-aggressive schedules ``'pa1'``/``'pa2'``, whose per-sample step
+        depends on each sample's loss, and for ``'optimal'`` with ``alpha=0``
+        (scikit-learn's error).
+    """
+    schedule = params["learning_rate"]
+    if isinstance(schedule, BaseLearningRate):
+        return schedule
+    if schedule in ("pa1", "pa2"):
+        raise ValueError(
+            f"learning_rate={schedule!r} (passive-aggressive) sets every sample's step from "
+            "that sample's loss, which mini-batches cannot reproduce; use 'optimal', "
+            "'invscaling', 'constant' or 'adaptive'."
+        )
+    alpha = float(params["alpha"])
+    if schedule == "optimal":
+        if alpha == 0:
+            raise ValueError(
+                "alpha must be > 0 since learning_rate is 'optimal'. alpha is used to "
+                "compute the optimal learning rate."
+            )
+        rate = LearningRateSGD.scikit_learn_optimal(alpha)
+    else:
+        rate = LearningRateSGD(
+            eta0=float(params["eta0"]), power_t=float(params["power_t"]),
+            learning_rate="constant" if schedule == "adaptive" else schedule,
+        )
+    max_eta = None
+    curvature = _CURVATURE.get(loss.kind)
+    if rows > 1 and curvature is not None:
+        squares = 0.0 if math.isinf(stable_step) else 1.0 / stable_step
+        max_eta = 1.0 / (curvature * (squares + float(fit_intercept)) or 1.0)
+    return ScaledLearningRate(rate, scale=float(rows), max_eta=max_eta,
+                              adaptive=schedule == "adaptive")
