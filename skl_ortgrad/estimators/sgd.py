@@ -95,6 +95,12 @@ def _stable_one_vs_rest(onx: Any, score: str) -> Any:
             node.input[0] = score
     del graph.node[:]
     graph.node.extend(kept)
+    # The constants of the removed chain ('unity', 'negate'), which onnxruntime would
+    # report as unused at every session.
+    used = {name for node in kept for name in node.input}
+    unused = [init for init in graph.initializer if init.name not in used]
+    for init in unused:
+        graph.initializer.remove(init)
     return onx
 
 
@@ -215,7 +221,8 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
 
 
 class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
-    """Linear regression trained by mini-batch SGD on its ONNX graph: a drop-in
+    __doc__ = (
+        """Linear regression trained by mini-batch SGD on its ONNX graph: a drop-in
     replacement of ``SGDRegressor``.
 
     The model is :math:`f(x) = x^\\top w + b`; training minimizes scikit-learn's
@@ -224,9 +231,9 @@ class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
 
     Parameters
     ----------
-    loss : {'squared_error', 'huber', 'epsilon_insensitive', 'squared_epsilon_insensitive'}
-        or BaseLearningLoss, default='squared_error'
-        As in ``SGDRegressor`` (``epsilon`` sets the last three); an object (a regression
+    loss : str or BaseLearningLoss, default='squared_error'
+        'squared_error', 'huber', 'epsilon_insensitive' or 'squared_epsilon_insensitive',
+        as in ``SGDRegressor`` (``epsilon`` sets the last three); an object (a regression
         loss such as ``AbsoluteLearningLoss()``) is used as given.
 """ + _SGD_PARAMETERS_DOC.replace("{'optimal', 'invscaling'", "{'invscaling', 'optimal'") + """
     Attributes
@@ -240,6 +247,7 @@ class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
     optimizer_ : OrtGradientForwardBackwardOptimizer
         The training loop and its state.
     """
+    )
 
     _parameter_constraints: ClassVar[dict] = {
         **SGDRegressor._parameter_constraints,
@@ -356,7 +364,8 @@ _PROBABILISTIC = {"log_loss", "modified_huber"}
 
 
 class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
-    """Linear classifier trained by mini-batch SGD on its ONNX graph: a drop-in
+    __doc__ = (
+        """Linear classifier trained by mini-batch SGD on its ONNX graph: a drop-in
     replacement of ``SGDClassifier``.
 
     Binary problems train one score :math:`s = x^\\top w + b`; multiclass problems one
@@ -389,6 +398,7 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
     n_iter_, t_, loss_curve_, n_features_in_, feature_names_in_ :
         As in scikit-learn.
     """
+    )
 
     _regression_only = False
 
