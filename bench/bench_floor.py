@@ -17,7 +17,7 @@ from _common import Table, interleaved, print_tables, quiet_warnings, rounds, to
 from bench_linear import ETA, N_FEATURES, N_ROWS, NumpyLinear, TorchLoop, make_data
 from threadpoolctl import threadpool_limits
 
-from skl_ortgrad import OnnxSGDRegressor
+from skl_ortgrad import LearningRateSGD, OnnxSGDRegressor
 
 
 def memory_bandwidth(n_bytes: int = 256 * 2**20, repeat: int = 7) -> float:
@@ -52,11 +52,13 @@ def run() -> list[Table]:
     candidates: dict[str, Callable[[], Any]] = {}
     for bs in (1000, 10_000):
         est = OnnxSGDRegressor(
-            max_iter=1, tol=None, batch_size=bs, learning_rate=ETA[1000], random_state=0
+            max_iter=1, tol=None, batch_size=bs, random_state=0,
+            learning_rate=LearningRateSGD(eta0=ETA[1000], learning_rate="constant"),
         ).fit(X, y)
         candidates[f"ours partial_fit, batch {bs}"] = lambda est=est: est.partial_fit(X, y)
         noshuffle = OnnxSGDRegressor(
-            max_iter=1, tol=None, batch_size=bs, learning_rate=ETA[1000], shuffle=False,
+            max_iter=1, tol=None, batch_size=bs, shuffle=False,
+            learning_rate=LearningRateSGD(eta0=ETA[1000], learning_rate="constant"),
             random_state=0,
         ).fit(X, y)
         candidates[f"ours partial_fit, batch {bs}, shuffle=False"] = (

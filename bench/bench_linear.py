@@ -32,7 +32,7 @@ from _common import (
 from sklearn.linear_model import LinearRegression, SGDRegressor
 from threadpoolctl import threadpool_limits
 
-from skl_ortgrad import OnnxSGDRegressor
+from skl_ortgrad import LearningRateSGD, OnnxSGDRegressor
 
 N_ROWS, N_FEATURES, N_TEST = 100_000, 100, 20_000
 ALPHA = 1e-4
@@ -136,7 +136,8 @@ class TorchLoop:
 
 def _ours(batch_size: int | str, eta: float) -> OnnxSGDRegressor:
     return OnnxSGDRegressor(
-        max_iter=1, tol=None, batch_size=batch_size, learning_rate=eta, random_state=0
+        max_iter=1, tol=None, batch_size=batch_size, random_state=0,
+        learning_rate=LearningRateSGD(eta0=eta, learning_rate="constant"),
     )
 
 

@@ -1,6 +1,6 @@
 """Case 2: binary and 10-class logistic classification, 50k x 100 float32.
 
-Seconds per epoch of OnnxSGDClassifier (logistic loss, softmax for 10 classes) against
+Seconds per epoch of OnnxSGDClassifier (logistic loss, one-vs-rest for 10 classes) against
 scikit-learn's SGDClassifier(loss='log_loss') (per-sample, one-vs-rest for 10 classes)
 and a PyTorch CPU loop (nn.Linear + BCE-with-logits / cross-entropy, torch.optim.SGD),
 at batch 1000 and at the default batch ('auto' = 32).
@@ -27,7 +27,7 @@ from _common import (
 from bench_linear import TorchLoop
 from sklearn.linear_model import SGDClassifier
 
-from skl_ortgrad import OnnxSGDClassifier
+from skl_ortgrad import LearningRateSGD, OnnxSGDClassifier
 
 N_ROWS, N_FEATURES = 50_000, 100
 ETA = 0.01
@@ -54,7 +54,8 @@ def epoch_table(n_classes: int, batch: int | str, n_rounds: int) -> Table:
 
     def ours() -> OnnxSGDClassifier:
         return OnnxSGDClassifier(
-            max_iter=1, tol=None, batch_size=batch, learning_rate=ETA, random_state=0
+            loss="log_loss", max_iter=1, tol=None, batch_size=batch, random_state=0,
+            learning_rate=LearningRateSGD(eta0=ETA, learning_rate="constant"),
         )
 
     def sklearn() -> SGDClassifier:

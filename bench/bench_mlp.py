@@ -95,9 +95,9 @@ class TorchMLP:
 
 
 def _ours(sgd: bool) -> OnnxMLPClassifier:
-    rate = LearningRateSGD(eta0=ETA_SGD, learning_rate="constant") if sgd else None
+    solver = LearningRateSGD(eta0=ETA_SGD, learning_rate="constant") if sgd else "adam"
     return OnnxMLPClassifier(
-        hidden_layer_sizes=(HIDDEN,), batch_size=BATCH, learning_rate=rate, alpha=ALPHA,
+        hidden_layer_sizes=(HIDDEN,), batch_size=BATCH, solver=solver, alpha=ALPHA,
         max_iter=1, tol=None, random_state=0,
     )
 

@@ -23,6 +23,7 @@ import bench_floor
 import bench_linear
 import bench_logistic
 import bench_mlp
+import bench_small_fit
 import bench_step
 from _common import QUICK, Table, machine_info
 
@@ -37,6 +38,7 @@ SUITES = [
     ("4. Fixed cost per step", bench_step),
     ("5. The floor", bench_floor),
     ("6. Gradient backends", bench_backends),
+    ("7. Small fits", bench_small_fit),
 ]
 
 

@@ -9,6 +9,14 @@ block of ``docs/sklearn_tests.md``. Usage::
 
     python bench/sklearn_drop_in.py                 # both files, rewrites the page
     python bench/sklearn_drop_in.py --only mlp -k warm_start --no-write
+    python bench/sklearn_drop_in.py --batch-size 1 --dtype float64 --no-write
+
+``--batch-size`` and ``--dtype`` change the defaults of the substituted classes (the
+plugin reads them from the environment variable ``SKL_ORTGRAD_DROP_IN_DEFAULTS``): with
+``--batch-size 1 --dtype float64`` the SGD estimators follow scikit-learn's per-sample
+updates, which tells the failures due to the mini-batch default from the others.
+``--batch-size`` applies to the SGD estimators only: the MLPs' ``batch_size='auto'``
+already means what it means in scikit-learn (``min(200, n_samples)``).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import datetime
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,6 +47,7 @@ TEST_MODULES = {
     "mlp": "sklearn.neural_network.tests.test_mlp",
 }
 NOT_APPLICABLE = "not applicable: "  # the plugin's skip-reason prefix
+DEFAULTS_VARIABLE = "SKL_ORTGRAD_DROP_IN_DEFAULTS"  # read by the plugin
 OUTCOMES = ["passed", "failed", "error", "skipped", "not applicable"]
 MESSAGE_WIDTH = 150
 
@@ -57,6 +67,7 @@ scikit-learn's classes, and with the parameters as the tests write them:
 ```
 .venv/bin/python bench/sklearn_drop_in.py            # both files, rewrites this page
 .venv/bin/python bench/sklearn_drop_in.py --only sgd -k warm_start --no-write
+.venv/bin/python bench/sklearn_drop_in.py --batch-size 1 --dtype float64 --no-write
 ```
 
 The pytest plugin `bench/sklearn_substitute.py` replaces the attributes
@@ -132,11 +143,16 @@ def cause(outcome: str, message: str) -> str:
     return "other"
 
 
-def run_pytest(modules: list[str], keyword: str | None, report: str, workdir: str) -> int:
+def run_pytest(
+    modules: list[str], keyword: str | None, report: str, workdir: str,
+    defaults: dict[str, dict[str, Any]] | None = None,
+) -> int:
     """Run the test modules under the substitution plugin; pytest's exit code.
 
     pytest runs in ``workdir`` with an empty ini file there, so that neither this
     repository's pytest configuration and conftest nor files the tests write get mixed in.
+    ``defaults`` (``{"sgd": {...}, "mlp": {...}}``) changes the substituted classes'
+    default parameters.
     """
     ini = os.path.join(workdir, "pytest.ini")
     with open(ini, "w", encoding="utf-8") as f:
@@ -154,7 +170,19 @@ def run_pytest(modules: list[str], keyword: str | None, report: str, workdir: st
     env["PYTHONPATH"] = os.pathsep.join(
         [BENCH, ROOT, *filter(None, [env.get("PYTHONPATH")])]
     )
+    env[DEFAULTS_VARIABLE] = json.dumps(defaults or {})
     return subprocess.run(command, cwd=workdir, env=env, check=False).returncode
+
+
+def substituted_defaults(batch_size: int | None, dtype: str | None) -> dict[str, dict[str, Any]]:
+    """The defaults to give the substituted classes, per family ('sgd', 'mlp')."""
+    defaults: dict[str, dict[str, Any]] = {}
+    if batch_size is not None:
+        defaults.setdefault("sgd", {})["batch_size"] = batch_size
+    if dtype is not None:
+        for family in ("sgd", "mlp"):
+            defaults.setdefault(family, {})["dtype"] = dtype
+    return defaults
 
 
 def tally(tests: list[dict[str, Any]]) -> dict[str, collections.Counter[str]]:
@@ -275,13 +303,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=sorted(TEST_MODULES), help="one test file only")
     parser.add_argument("-k", dest="keyword", help="pytest -k expression, passed through")
     parser.add_argument("--no-write", action="store_true", help="print only, page untouched")
+    parser.add_argument("--save-report", metavar="PATH",
+                        help="also keep the plugin's JSON report (every test's outcome) there")
+    parser.add_argument(
+        "--batch-size", type=int, help="default batch_size of the SGD estimators (e.g. 1)"
+    )
+    parser.add_argument(
+        "--dtype", choices=["float32", "float64"], help="default dtype of all four estimators"
+    )
     args = parser.parse_args(argv)
+    defaults = substituted_defaults(args.batch_size, args.dtype)
 
     modules = [TEST_MODULES[args.only]] if args.only else list(TEST_MODULES.values())
     with tempfile.TemporaryDirectory(prefix="sklearn_drop_in_") as workdir:
         report = os.path.join(workdir, "report.json")
         begin = time.perf_counter()
-        exit_code = run_pytest(modules, args.keyword, report, workdir)
+        exit_code = run_pytest(modules, args.keyword, report, workdir, defaults)
         seconds = time.perf_counter() - begin
         # 0: all passed, 1: some failed, 5: nothing selected; others: pytest itself failed.
         if exit_code not in (0, 1, 5) or not os.path.exists(report):
@@ -289,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         with open(report, encoding="utf-8") as f:
             payload = json.load(f)
+        if args.save_report:
+            shutil.copyfile(report, args.save_report)
 
     print()
     counts = tally(payload["tests"])
@@ -304,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     selection = ", ".join(m.rsplit(".", 1)[1] + ".py" for m in modules)
     if args.keyword:
         selection += f", -k {args.keyword!r}"
+    for family, values in defaults.items():
+        selection += f", {family} defaults " + ", ".join(f"{k}={v}" for k, v in values.items())
     if not args.no_write:
         write_doc(render(payload, selection, seconds, exit_code))
         print(f"wrote {os.path.relpath(DOC, ROOT)}")

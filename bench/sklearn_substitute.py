@@ -21,13 +21,23 @@ Tests that exercise something other than these four estimators are skipped with 
 starting with :data:`NOT_APPLICABLE` (see :func:`not_applicable_reason`). Every test's
 outcome, with the first line of its exception, is written as JSON to the path given by
 ``--drop-in-report``.
+
+The environment variable ``SKL_ORTGRAD_DROP_IN_DEFAULTS`` (JSON, set by
+``bench/sklearn_drop_in.py --batch-size/--dtype``) changes the defaults of the substituted
+classes: ``{"sgd": {"batch_size": 1, "dtype": "float64"}, "mlp": {"dtype": "float64"}}``.
+Each class is then replaced by a subclass of the same name whose ``__init__`` is the
+original's code with other default values (see :func:`with_defaults`), so that a test that
+leaves those parameters out gets them, while ``get_params``/``clone`` work as before.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import os
+import sys
 import time
+import types
 from collections.abc import Generator
 from types import ModuleType
 from typing import Any
@@ -43,12 +53,76 @@ import sklearn.neural_network
 from sklearn.linear_model._stochastic_gradient import BaseSGD
 
 NOT_APPLICABLE = "not applicable: "
+DEFAULTS_VARIABLE = "SKL_ORTGRAD_DROP_IN_DEFAULTS"
+
+
+def with_defaults(cls: type, defaults: dict[str, Any]) -> type:
+    """A subclass of ``cls``, of the same name, whose parameters default to ``defaults``.
+
+    Its ``__init__`` runs the code of ``cls.__init__`` (a copy of the function with other
+    default values): same parameter names and kinds, so scikit-learn's ``get_params``,
+    ``clone`` and ``__repr__`` see an ordinary estimator whose signature has these
+    defaults. The class lives in this module under the original name, so that pickle
+    finds it.
+    """
+    if not defaults:
+        return cls
+    init = cls.__init__
+    parameters = inspect.signature(init).parameters
+    unknown = sorted(set(defaults) - set(parameters))
+    if unknown:
+        raise ValueError(f"{cls.__name__} has no parameter {', '.join(unknown)}")
+    positional = [
+        name for name, p in parameters.items()
+        if p.kind is p.POSITIONAL_OR_KEYWORD and p.default is not p.empty
+    ]
+    new_init = types.FunctionType(
+        init.__code__, init.__globals__, init.__name__,
+        tuple(defaults.get(name, parameters[name].default) for name in positional) or None,
+        init.__closure__,
+    )
+    new_init.__kwdefaults__ = {
+        name: defaults.get(name, value) for name, value in (init.__kwdefaults__ or {}).items()
+    }
+    new_init.__annotations__ = dict(init.__annotations__)
+    new_init.__doc__ = init.__doc__
+    new_init.__qualname__ = f"{cls.__name__}.__init__"
+    subclass = type(cls.__name__, (cls,), {
+        "__init__": new_init, "__module__": __name__, "__doc__": cls.__doc__,
+    })
+    setattr(sys.modules[__name__], cls.__name__, subclass)
+    return subclass
+
+
+def _dtype(value: Any) -> Any:
+    """A dtype given by name in the JSON ('float64') as the numpy type."""
+    import numpy as np
+
+    return getattr(np, value) if isinstance(value, str) and value.startswith("float") else value
+
+
+def _configured_defaults() -> dict[str, dict[str, Any]]:
+    """``{"sgd": {...}, "mlp": {...}}`` from the environment; empty when unset."""
+    text = os.environ.get(DEFAULTS_VARIABLE, "")
+    config = json.loads(text) if text.strip() else {}
+    return {
+        family: {name: _dtype(value) if name == "dtype" else value
+                 for name, value in config.get(family, {}).items()}
+        for family in ("sgd", "mlp")
+    }
+
+
+DEFAULTS = _configured_defaults()
 
 SUBSTITUTES: dict[tuple[ModuleType, str], type] = {
-    (sklearn.linear_model, "SGDClassifier"): skl_ortgrad.OnnxSGDClassifier,
-    (sklearn.linear_model, "SGDRegressor"): skl_ortgrad.OnnxSGDRegressor,
-    (sklearn.neural_network, "MLPClassifier"): skl_ortgrad.OnnxMLPClassifier,
-    (sklearn.neural_network, "MLPRegressor"): skl_ortgrad.OnnxMLPRegressor,
+    (sklearn.linear_model, "SGDClassifier"):
+        with_defaults(skl_ortgrad.OnnxSGDClassifier, DEFAULTS["sgd"]),
+    (sklearn.linear_model, "SGDRegressor"):
+        with_defaults(skl_ortgrad.OnnxSGDRegressor, DEFAULTS["sgd"]),
+    (sklearn.neural_network, "MLPClassifier"):
+        with_defaults(skl_ortgrad.OnnxMLPClassifier, DEFAULTS["mlp"]),
+    (sklearn.neural_network, "MLPRegressor"):
+        with_defaults(skl_ortgrad.OnnxMLPRegressor, DEFAULTS["mlp"]),
 }
 ORIGINALS: dict[tuple[ModuleType, str], type] = {
     key: getattr(key[0], key[1]) for key in SUBSTITUTES
@@ -237,6 +311,10 @@ class _Recorder:
             "substitutions": {
                 f"{module.__name__}.{name}": f"{cls.__module__}.{cls.__qualname__}"
                 for (module, name), cls in SUBSTITUTES.items()
+            },
+            "defaults": {
+                family: {name: getattr(value, "__name__", value) for name, value in d.items()}
+                for family, d in DEFAULTS.items() if d
             },
             "unsubstituted": sorted(self.leaks),
             "collect_errors": self.collect_errors,

@@ -44,8 +44,10 @@ from sklearn.linear_model import LogisticRegression, SGDClassifier
 import skl_ortgrad
 from skl_ortgrad import (
     ConvergenceError,
+    ElasticLearningPenalty,
     LearningRateSGD,
     NegLogLearningLoss,
+    NoLearningPenalty,
     OnnxGradientClassifier,
     OnnxMLPClassifier,
     OnnxMLPRegressor,
@@ -137,17 +139,34 @@ def _patch_runs(monkeypatch, hook=None):
 
 
 class _Snapshots:
-    """Record the weights before each SGD update: ``before[k]`` holds the weights after
-    ``k`` complete batches."""
+    """Record the weights before each update: ``before[k]`` holds the weights after ``k``
+    complete batches. An update starts with the penalty's step (then the gradient
+    step, scikit-learn's order), so the weights are read there."""
 
     def __init__(self, monkeypatch):
         self.before = []
+        trained = []
+        rate_stepper = LearningRateSGD.stepper
 
-        def record(k, rate, weights, gradients, state, eta, update):
-            self.before.append([w.copy() for w in weights])
-            update(eta)
+        def stepper_of(rate, weights, gradients, state):
+            # Built once per epoch, before the penalty's: all the trained weights.
+            trained[:] = [weights]
+            return rate_stepper(rate, weights, gradients, state)
 
-        _patch_steps(monkeypatch, record)
+        monkeypatch.setattr(LearningRateSGD, "stepper", stepper_of)
+        for penalty_class in (ElasticLearningPenalty, NoLearningPenalty):
+            original = penalty_class.stepper
+
+            def stepper(penalty, weights, _original=original):
+                step = _original(penalty, weights)
+
+                def recorded(eta):
+                    self.before.append([w.copy() for w in trained[0]])
+                    step(eta)
+
+                return recorded
+
+            monkeypatch.setattr(penalty_class, "stepper", stepper)
 
 
 @pytest.fixture(scope="module")
@@ -689,11 +708,14 @@ def test_refit_on_huge_finite_X_trains_and_exposes_its_weights():
 
 def test_stable_step_holds_any_finite_data():
     dense = np.random.RandomState(0).normal(size=(50, 3))
-    expected = 1 / np.mean(np.sum(dense**2, axis=1))
-    assert stable_step(dense) == pytest.approx(expected, rel=1e-12)
-    assert stable_step(sp.csr_matrix(dense)) == pytest.approx(expected, rel=1e-12)
-    assert stable_step(dense.astype(np.float32) * np.float32(1e30)) == pytest.approx(
-        expected * 1e-60, rel=1e-6)
+    augmented = np.hstack([dense, np.ones((50, 1))])
+    expected = 1 / np.linalg.eigvalsh(augmented.T @ augmented / 50).max()
+    assert stable_step(dense) == pytest.approx(expected, rel=1e-8)
+    assert stable_step(sp.csr_matrix(dense)) == pytest.approx(expected, rel=1e-8)
+    # At that scale the intercept's column no longer counts.
+    huge = dense.astype(np.float32) * np.float32(1e30)
+    assert stable_step(huge) == pytest.approx(
+        1e-60 / np.linalg.eigvalsh(dense.T @ dense / 50).max(), rel=1e-5)
     assert stable_step(dense * 1e300) == np.finfo(np.float64).tiny  # 1e-600 underflows
     assert stable_step(np.zeros((4, 2))) == np.inf
 
@@ -701,10 +723,10 @@ def test_stable_step_holds_any_finite_data():
 @_OVERFLOWS
 def test_huge_X_on_a_fitted_classifier_keeps_it():
     """The issue's reproducer: 1e30 rows make the loss NaN in the first epoch (the hinge
-    loss, the default, whose rate has no cap; the default rate)."""
+    loss with scikit-learn's 'optimal' rate as an object: used as given, no cap)."""
     model = _model(OnnxSGDClassifier, max_iter=2, loss="hinge").fit(X, Y)
     before = _everything(model)
-    model.set_params(learning_rate=OnnxSGDClassifier().learning_rate)
+    model.set_params(learning_rate=LearningRateSGD.scikit_learn_optimal())
     with pytest.raises(ConvergenceError, match="diverged at epoch 1"):
         model.fit(X * 1e30, Y)
     _assert_everything_kept(model, before)

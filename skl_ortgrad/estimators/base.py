@@ -32,33 +32,66 @@ from skl_ortgrad.graph.cut import select_model_output
 from skl_ortgrad.graph.model import initializers_to_inputs
 from skl_ortgrad.runtime.devices import device_providers, log_severity, parse_device
 from skl_ortgrad.runtime.options import session_options
+from skl_ortgrad.runtime.sessions import cached_session
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
 from skl_ortgrad.training.snapshot import OptimizerSnapshot
 
 _SPARSE_CHUNK = 4096  # rows densified at once when predicting on a sparse matrix
 
 
-def stable_step(X: Any) -> float:
-    r""":math:`1 / E\|x\|^2` over the rows of a dense or sparse ``X`` (inf when X is zero).
+_CURVATURE_ROWS = 2_000  # rows the curvature is measured on (evenly spaced)
+_EXACT_COLUMNS = 256  # up to this many columns, an eigen-decomposition; above, iterations
+_POWER_ITERATIONS = 100
 
-    :math:`E\|x\|^2` bounds the largest eigenvalue of :math:`E[x x^\top]`, so
-    :math:`1 / E\|x\|^2` is a stable step for a linear layer trained on ``X``. With
-    :math:`m = \max_{ij} |x_{ij}|` it is computed as
-    :math:`1 / E\|x\|^2 = (1 / E\|x / m\|^2) / m^2` in float64, chunk by chunk: no square
-    overflows, whatever the finite values (float32 data beyond :math:`10^{19}`, float64
-    data beyond :math:`10^{154}`), and the result is kept at or above the smallest normal
+
+def stable_step(X: Any) -> float:
+    """See :func:`_stable_step`; underflows, which its clipping to the smallest normal
+    float64 expects (data near 1e300), pass whatever the caller's ``np.errstate``."""
+    with np.errstate(under="ignore"):
+        return _stable_step(X)
+
+
+def _stable_step(X: Any) -> float:
+    r""":math:`1 / \lambda_{max}(E[\tilde x \tilde x^\top])`, :math:`\tilde x = (x, 1)`, over
+    the rows of a dense or sparse ``X`` (inf when X is zero).
+
+    :math:`\lambda_{max}` is the curvature of the mean squared error of a linear layer
+    with an intercept trained on ``X``: a step along the mean gradient below
+    :math:`2 / \lambda_{max}` is stable, and :math:`1 / \lambda_{max}` is the largest
+    step that converges without oscillating along that direction. It is measured on at
+    most 2,000 evenly spaced rows: exactly (``numpy.linalg.eigvalsh`` of the
+    :math:`(d + 1)^2` second moment) up to 255 features, by power iteration above (to a
+    relative change of :math:`10^{-7}`, from below). With :math:`m = \max_{ij} |x_{ij}|`
+    it is computed on :math:`(x / m, 1 / m)` in float64 and
+    :math:`\lambda_{max} = m^2 \lambda_{max}((x / m, 1 / m))`: no square overflows,
+    whatever the finite values, and the result is kept at or above the smallest normal
     float64 so that it stays a valid (positive) learning rate.
     """
     data = X.data if hasattr(X, "toarray") else X
     scale = max(float(data.max(initial=0.0)), -float(data.min(initial=0.0)))
     if scale == 0.0:
         return math.inf
-    squares = 0.0
-    for start in range(0, X.shape[0], _SPARSE_CHUNK):
-        rows = X[start:start + _SPARSE_CHUNK]
-        rows = (rows.toarray() if hasattr(rows, "toarray") else rows) / np.float64(scale)
-        squares += float(np.einsum("ij,ij->", rows, rows))
-    return max(X.shape[0] / squares / scale / scale, np.finfo(np.float64).tiny)
+    rows = X[:: max(1, -(-X.shape[0] // _CURVATURE_ROWS))]
+    column = 1.0 / scale
+    if rows.shape[1] < _EXACT_COLUMNS:
+        rows = (rows.toarray() if hasattr(rows, "toarray") else np.asarray(rows)) / scale
+        augmented = np.hstack([rows, np.full((rows.shape[0], 1), column)])
+        curvature = float(np.linalg.eigvalsh(augmented.T @ augmented / rows.shape[0])[-1])
+    else:
+        rows = rows.astype(np.float64) / scale  # sparse rows stay sparse
+        vector, intercept, curvature = np.ones(rows.shape[1]), 1.0, 0.0
+        for _ in range(_POWER_ITERATIONS):
+            # E[x~ x~^T] v for v = (vector, intercept), without forming the matrix.
+            projection = rows @ vector + column * intercept
+            vector = rows.T @ projection / rows.shape[0]
+            intercept = column * float(projection.mean())
+            norm = math.sqrt(float(vector @ vector) + intercept * intercept)
+            vector, intercept = vector / norm, intercept / norm
+            converged = abs(norm - curvature) <= 1e-7 * norm
+            curvature = norm
+            if converged:
+                break
+    return max(1.0 / curvature / scale / scale, np.finfo(np.float64).tiny)
 
 
 def numeric_targets(y: Any) -> np.ndarray:
@@ -204,9 +237,18 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             "max_iter to improve the fit."
         )
 
-    def _patience(self) -> int:
+    def _data_dtype(self) -> str:
+        """The type of the data of the first fit: that of the fitted weights and of the
+        predictions, as scikit-learn's (float64 for models saved before it was kept)."""
+        return self.__dict__.get("_weights_dtype", "float64")
+
+    def _average(self) -> bool | int:
+        """Averaged SGD from which sample (False: none), see the optimizer's ``average``."""
+        return False
+
+    def _patience(self) -> float:
         """Epochs without improvement by ``tol`` after which training stops."""
-        return int(self.n_iter_no_change)
+        return self.n_iter_no_change
 
     def _start(self, X: Any, y: Any, sample_weight: Any) -> None:
         """Called with the validated data before a fresh fit (nothing to do here)."""
@@ -217,6 +259,13 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
 
     def _initialize(self, template: Template, init: dict[str, Any]) -> None:
         """Set initial weights given to ``fit`` (``coef_init``...) in ``template``."""
+
+    def _check_warm_start_targets(self, y: Any) -> None:
+        """Refuse targets a warm-started ``fit`` cannot continue on (none by default)."""
+
+    def _restart_schedule(self) -> None:
+        """What a warm-started ``fit`` restarts (nothing by default: the optimizer goes on
+        from its ``t_`` and learning-rate state)."""
 
     def _class_sample_weight(self, y: Any, sample_weight: Any, partial: bool) -> Any:
         """``sample_weight`` times the weights of the classes (none by default)."""
@@ -264,6 +313,8 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         self._validate_params()
         if self.early_stopping:
             raise ValueError(self._partial_fit_early_stopping)
+        if first and classes is None and getattr(self, "_needs_classes", False):
+            raise ValueError("classes must be passed on the first call to partial_fit.")
         return self._train(X, y, sample_weight, restart=first, partial=True, classes=classes)
 
     def _train(
@@ -286,8 +337,9 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         saved = dict(self.__dict__)
         snapshot = OptimizerSnapshot(self.optimizer_) if "optimizer_" in saved else None
         try:
+            # float64 first, as scikit-learn: integer data gives float64 fitted weights.
             X, y = validate_data(
-                self, X, y, reset=restart, accept_sparse="csr", dtype=[np.float32, np.float64],
+                self, X, y, reset=restart, accept_sparse="csr", dtype=[np.float64, np.float32],
                 y_numeric=False, multi_output=self._multi_output, ensure_min_samples=1,
             )
             dtype = self._dtype() if restart else self.optimizer_._model_dtype()
@@ -298,13 +350,25 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
                 )
                 check_dtype_range(sample_weight, dtype, "sample_weight")
                 sample_weight = sample_weight.astype(dtype)
+            if not (restart or partial):
+                self._check_warm_start_targets(y)
             targets = self._prepare_targets(y, restart, classes)
             sample_weight = self._class_sample_weight(y, sample_weight, partial)
             check_dtype_range(targets[:, 0] if targets.shape[1] == 1 else targets, dtype, "y")
             targets = targets.astype(dtype, copy=False)
             if restart:
                 self._start(X, y, sample_weight)
+            # scikit-learn's fitted weights have the type of the data they were fit on.
+            data_dtype = X.dtype.name
             X = self._graph_input(X, dtype)
+            X_val = y_val = scorer = None
+            if self.early_stopping and not partial:
+                # Split first: the validation rows take no part in training, not even in
+                # the default rate's measure of the data.
+                X, X_val, targets, y_val, sample_weight, y_val_raw, w_val = (
+                    self._validation_split(X, targets, sample_weight, y)
+                )
+                scorer = lambda *_: self._validation_score(X_val, y_val_raw, w_val)  # noqa: E731
             if restart:
                 parse_device(self.device)
                 device_providers(self.device)
@@ -312,17 +376,14 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
                 # What the default rates need of the data, fixed at the first call so
                 # that a stream of partial_fit calls keeps one schedule.
                 self._stable_step = stable_step(X)
+                self._weights_dtype = data_dtype
                 self._build_optimizer(X.shape[1], X.shape[0], init or {})
             optimizer = self.optimizer_
+            if not (restart or partial):
+                self._restart_schedule()
             batch_size = self._resolved_batch_size(X.shape[0])
             mean_weight = 1.0 if sample_weight is None else float(np.mean(sample_weight))
             rate, loss, penalty = self._training_objects(batch_size, mean_weight)
-            X_val = y_val = scorer = None
-            if self.early_stopping and not partial:
-                X, X_val, targets, y_val, sample_weight, y_val_raw = self._validation_split(
-                    X, targets, sample_weight, y
-                )
-                scorer = lambda *_: self.score(X_val, y_val_raw)  # noqa: E731
             optimizer.set_params(
                 learning_rate=rate,
                 learning_loss=loss,
@@ -334,6 +395,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
                 batch_size=self._resolved_batch_size(sys.maxsize),
                 tol=None if partial else self.tol,
                 n_iter_no_change=self._patience(),
+                average=self._average(),
                 warm_start=not restart or partial,
                 verbose=self.verbose,
             )
@@ -385,20 +447,35 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         return transformed.astype(dtype, copy=False)
 
     def _validation_split(self, X: Any, targets: np.ndarray, sample_weight: Any, y: Any) -> tuple:
+        """(X, X_val, targets, targets_val, sample_weight, y_val, sample_weight_val): the
+        rows of both parts keep their order (scikit-learn's validation mask), so
+        ``shuffle=False`` trains on the rows in the order given."""
         stratify = y if getattr(self, "_stratify_validation", False) else None
-        arrays = [X, targets, y] + ([sample_weight] if sample_weight is not None else [])
-        split = train_test_split(
-            *arrays, test_size=self.validation_fraction, stratify=stratify,
+        train, validation = train_test_split(
+            np.arange(X.shape[0]), test_size=self.validation_fraction, stratify=stratify,
             random_state=check_random_state(self.random_state).randint(np.iinfo(np.int32).max),
         )
-        X_tr, X_val, t_tr, t_val, _, y_val = split[:6]
-        w_tr = split[6] if sample_weight is not None else None
-        if X_val.shape[0] < 2:
+        train, validation = np.sort(train), np.sort(validation)
+        if validation.shape[0] < 2:
             raise ValueError(
                 f"validation_fraction={self.validation_fraction} leaves "
-                f"{X_val.shape[0]} sample(s) for validation: too few for early stopping."
+                f"{validation.shape[0]} sample(s) for validation: too few for early stopping."
             )
-        return X_tr, X_val, t_tr, t_val, w_tr, y_val
+        y = np.asarray(y)
+        weights = (None, None) if sample_weight is None else (
+            sample_weight[train], sample_weight[validation])
+        return (X[train], X[validation], targets[train], targets[validation], weights[0],
+                y[validation], weights[1])
+
+    def _validation_score(self, X: Any, y: Any, sample_weight: Any) -> float:
+        """:meth:`score` on the validation rows (weighted as scikit-learn weighs them).
+
+        They went through ``validate_data`` with the training data: their feature names
+        are gone, which ``score`` would report at every epoch.
+        """
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="X does not have valid feature names")
+            return self.score(X, y, sample_weight=sample_weight)
 
     def _build_optimizer(self, n_features: int, n_samples: int, init: dict[str, Any]) -> None:
         template = self._template(n_features, self._dtype())
@@ -420,6 +497,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             validation_every=1,
             penalized_weights=template.penalized,
             backend=self.backend,
+            average=self._average(),
         )
         self.loss_curve_ = []
         self.n_iter_ = 0
@@ -432,7 +510,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         self.n_iter_ = (self.n_iter_ + len(new_losses)) if partial else len(new_losses)
         self.t_ = optimizer.t_
         self._set_fitted_attributes(
-            dict(zip(optimizer.weights_to_train_, optimizer.weights_, strict=True))
+            dict(zip(optimizer.weights_to_train_, optimizer.served_weights(), strict=True))
         )
         if new_losses:
             # Incremental: np.min over the whole curve made a stream of n calls O(n^2).
@@ -454,9 +532,9 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             if template.score not in {out.name for out in inference.graph.output}:
                 # decision_function reads the raw scores, an intermediate result.
                 inference.graph.output.append(onnx.ValueInfoProto(name=template.score))
-            template.session = InferenceSession(
-                inference.SerializeToString(), options, providers=device_providers(self.device)
-            )
+            # From the process-wide cache: the weights are inputs, so every estimator
+            # with the same graph and options shares the session.
+            template.session = cached_session(inference, options, device_providers(self.device))
         return template.session
 
     def _run(self, X: Any) -> dict[str, np.ndarray]:
@@ -470,7 +548,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         check_dtype_range(X, dtype, "X", getattr(self, "feature_names_in_", None))
         X = self._graph_input(X, dtype)
         session = self._session()
-        feeds = dict(zip(optimizer.weights_to_train_, optimizer.weights_, strict=True))
+        feeds = dict(zip(optimizer.weights_to_train_, optimizer.served_weights(), strict=True))
         input_name = session.get_inputs()[0].name
         names = [out.name for out in session.get_outputs()]
         # A sparse matrix is densified chunk by chunk, never whole.

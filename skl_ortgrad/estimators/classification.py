@@ -32,6 +32,23 @@ class ClassifierTargetsMixin:
     """
 
     _stratify_validation = True
+    # partial_fit's first call must name the classes (scikit-learn's contract).
+    _needs_classes = True
+
+    def _check_warm_start_targets(self, y: Any) -> None:
+        """A warm-started ``fit`` keeps the classes: ``y`` must have exactly them.
+
+        Raises
+        ------
+        ValueError
+            Otherwise, in scikit-learn's words.
+        """
+        labels = unique_labels(y)
+        if not np.array_equal(labels, self.classes_):
+            raise ValueError(
+                "warm_start can only be used where `y` has the same classes as in the "
+                f"previous call to fit. Previously got {self.classes_}, `y` has {labels}"
+            )
 
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
         check_classification_targets(y)
@@ -67,8 +84,6 @@ class ClassifierTargetsMixin:
         call, where it may name labels ``y`` lacks (they are learnt from later calls);
         afterwards None, or the same classes.
         """
-        if not hasattr(self, "optimizer_") and classes is None:
-            raise ValueError("classes must be passed on the first call to partial_fit.")
         return self._partial_fit(X, y, sample_weight, classes=classes)
 
     def _class_index(self, y: np.ndarray) -> np.ndarray:

@@ -117,9 +117,12 @@ def _mlp(estimator: OnnxMLPRegressor | OnnxMLPClassifier) -> MLPRegressor | MLPC
         model._label_binarizer = LabelBinarizer().fit(model.classes_)
     else:
         model = MLPRegressor(activation=estimator.activation)
+        # skl2onnx knows no 'exp' output (loss='poisson'): convert_estimator adds it.
     model.coefs_, model.intercepts_ = estimator.coefs_, estimator.intercepts_
     model.n_layers_, model.n_outputs_ = estimator.n_layers_, estimator.n_outputs_
-    model.out_activation_ = estimator.out_activation_
+    model.out_activation_ = (
+        "identity" if estimator.out_activation_ == "exp" else estimator.out_activation_
+    )
     model.n_features_in_ = estimator.n_features_in_
     return model
 
@@ -191,8 +194,14 @@ def convert_estimator(
         for result, output in zip(delegate.outputs, operator.outputs, strict=True):
             apply_identity(scope, result.full_name, output.full_name, container)
     else:
+        prediction = delegate.outputs[0].full_name
+        if getattr(estimator, "out_activation_", None) == "exp":
+            expected = scope.get_unique_variable_name("expected_count")
+            container.add_node("Exp", prediction, expected,
+                               name=scope.get_unique_operator_name("Exp"))
+            prediction = expected
         apply_reshape(
-            scope, delegate.outputs[0].full_name, operator.outputs[0].full_name, container,
+            scope, prediction, operator.outputs[0].full_name, container,
             desired_shape=(-1, _n_outputs(estimator)),
         )
 

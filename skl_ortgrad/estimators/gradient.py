@@ -35,6 +35,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, numeric_targets
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin
+from skl_ortgrad.estimators.conversion import convert_model
 from skl_ortgrad.graph.ml_rewrites import rewrite_no_gradient_ops
 from skl_ortgrad.graph.model import TARGET_OPSET
 from skl_ortgrad.graph.weights import get_train_initializer
@@ -58,9 +59,8 @@ def _split(estimator: Any) -> tuple[list[tuple[str, Any]], str, Any]:
 
 
 def _convert(model: Any, n_features: int, dtype: np.dtype) -> onnx.ModelProto:
-    options = {id(model): {"zipmap": False}} if is_classifier(model) else None
-    onx = to_onnx(model, np.zeros((1, n_features), dtype=dtype), target_opset=TARGET_OPSET,
-                  black_op=_LINEAR_OPS, options=options)
+    onx = convert_model(model, n_features, dtype, black_op=_LINEAR_OPS,
+                        options={"zipmap": False} if is_classifier(model) else None)
     return rewrite_no_gradient_ops(onx)
 
 

@@ -13,8 +13,8 @@ import numbers
 from typing import Any, ClassVar
 
 import numpy as np
+from onnx import helper as onnx_helper
 from onnx import numpy_helper
-from skl2onnx import to_onnx
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.preprocessing import LabelBinarizer
@@ -24,13 +24,14 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, numeric_targets
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
-from skl_ortgrad.graph.model import TARGET_OPSET
+from skl_ortgrad.estimators.conversion import convert_model
 from skl_ortgrad.graph.weights import get_train_initializer
 from skl_ortgrad.training.lbfgs import fit_lbfgs
 from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
 from skl_ortgrad.training.sgd_learning_loss import (
     BaseLearningLoss,
     NegLogLearningLoss,
+    PoissonLearningLoss,
     SquareLearningLoss,
 )
 from skl_ortgrad.training.sgd_learning_penalty import ElasticLearningPenalty
@@ -65,8 +66,8 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
     fitted attributes."""
 
     _parameter_constraints: ClassVar[dict] = {
-        **MLPClassifier._parameter_constraints,
         **BaseOnnxEstimator._parameter_constraints,
+        **MLPClassifier._parameter_constraints,
         "solver": [StrOptions({"lbfgs", "sgd", "adam"}), BaseLearningRate],
         "learning_rate": [StrOptions({"constant", "invscaling", "adaptive"}), BaseLearningRate],
         # None (no stopping rule: max_iter epochs) is this package's addition.
@@ -80,10 +81,10 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
             return n_samples
         return min(200, n_samples) if self.batch_size == "auto" else int(self.batch_size)
 
-    def _patience(self) -> int:
+    def _patience(self) -> float:
         # scikit-learn's MLPs stop once the count of epochs without improvement exceeds
         # n_iter_no_change; the optimizer stops when it reaches its own.
-        return int(self.n_iter_no_change) + 1
+        return self.n_iter_no_change + 1
 
     def _max_iter_warning(self) -> str | None:
         if self.solver == "lbfgs" or self.tol is None:
@@ -178,8 +179,8 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
         model.n_outputs_ = n_outputs
         model.out_activation_ = out_activation
         model.n_features_in_ = n_features
-        onx = to_onnx(model, np.zeros((1, n_features), dtype=dtype), target_opset=TARGET_OPSET,
-                      options={"zipmap": False} if isinstance(model, MLPClassifier) else None)
+        onx = convert_model(model, n_features, dtype,
+                            options={"zipmap": False} if isinstance(model, MLPClassifier) else None)
         weights = list(get_train_initializer(onx))
         # skl2onnx writes each layer's coefficient then its intercept.
         if len(weights) != 2 * (len(units) - 1):
@@ -197,14 +198,20 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
 
     def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
         values = list(weights.values())
-        self.coefs_ = [w.copy() for w in values[0::2]]
-        self.intercepts_ = [b.ravel().copy() for b in values[1::2]]
+        self.coefs_ = [w.astype(self._data_dtype()) for w in values[0::2]]
+        self.intercepts_ = [b.ravel().astype(self._data_dtype()) for b in values[1::2]]
 
     def _sync(self, partial: bool, before: int) -> None:
         super()._sync(partial, before)
         if self.loss_curve_:
             # scikit-learn's MLPs: loss_ is the mean loss of the last epoch.
             self.loss_ = float(self.loss_curve_[-1])
+        # scikit-learn's MLPs track the validation score with early stopping, the best
+        # training loss without, and set the other attributes to None.
+        if self.early_stopping:
+            self.best_loss_ = None
+        else:
+            self.validation_scores_ = self.best_validation_score_ = None
 
 
 def _store(estimator: BaseOnnxEstimator, params: dict[str, Any]) -> None:
@@ -256,9 +263,10 @@ class OnnxMLPRegressor(RegressorMixin, _BaseOnnxMLP):
     Minimizes :math:`\\frac{1}{2 n_B} \\sum_i \\|f(x_i) - y_i\\|^2` (or the ``loss``
     object) over mini-batches; single and multi-output ``y``.
 
-    loss : 'squared_error' or BaseLearningLoss, default='squared_error'
-        'poisson' is refused at ``fit`` (not implemented); an object (a regression loss)
-        is used as given.
+    loss : {'squared_error', 'poisson'} or BaseLearningLoss, default='squared_error'
+        As in scikit-learn ('poisson': the output is :math:`e^s`, trained with the Poisson
+        loss on the raw score :math:`s`, targets >= 0); an object (a regression loss) is
+        used as given.
     """
         + _SHARED_DOC
         + """
@@ -323,12 +331,7 @@ class OnnxMLPRegressor(RegressorMixin, _BaseOnnxMLP):
                     "'squared_error' or a regression loss object."
                 )
             return self.loss
-        if self.loss == "poisson":
-            raise ValueError(
-                "loss='poisson' is not implemented by OnnxMLPRegressor; use "
-                "'squared_error' or a regression loss object."
-            )
-        return SquareLearningLoss()
+        return PoissonLearningLoss() if self.loss == "poisson" else SquareLearningLoss()
 
     @available_if(_BaseOnnxMLP._is_stochastic)
     def partial_fit(self, X: Any, y: Any, sample_weight: Any = None) -> OnnxMLPRegressor:
@@ -343,6 +346,10 @@ class OnnxMLPRegressor(RegressorMixin, _BaseOnnxMLP):
 
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
         y = numeric_targets(y)
+        if self._loss().kind == "poisson" and (y < 0).any():
+            raise ValueError(
+                "Some value(s) of y are negative which is not allowed for Poisson regression."
+            )
         if first_call:
             self.n_outputs_ = y.shape[1]
         elif y.shape[1] != self.n_outputs_:
@@ -350,16 +357,29 @@ class OnnxMLPRegressor(RegressorMixin, _BaseOnnxMLP):
         return y
 
     def _template(self, n_features: int, dtype: np.dtype) -> Template:
+        """scikit-learn's graph; with the Poisson loss the output is :math:`e^s` and the
+        loss reads the raw score :math:`s` (scikit-learn's ``out_activation_='exp'``,
+        which skl2onnx does not write: an ``Exp`` goes between the score and the final
+        ``Reshape``)."""
+        poisson = self._loss().kind == "poisson"
         template = self._mlp_template(
             MLPRegressor(activation=self.activation), n_features, self.n_outputs_,
-            "identity", dtype, score_from_graph_output=True,
+            "identity", dtype, score_from_graph_output=not poisson,
         )
+        if poisson:
+            graph = template.model.graph
+            index, reshape = next((i, node) for i, node in enumerate(graph.node)
+                                  if node.op_type == "Reshape")
+            reshape.input[0] = "expected_count"
+            graph.node.insert(index, onnx_helper.make_node(
+                "Exp", [template.score], ["expected_count"], name="out_activation_exp"))
+            self.out_activation_ = "exp"
         _reshape_output(template.model, self.n_outputs_)
         return template
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted values, shape (n_samples,) or (n_samples, n_outputs)."""
-        out = self._run(X)[self._template_.score].astype(np.float64)
+        out = self._run(X)[self._template_.outputs[0]].astype(self._data_dtype())
         return out.ravel() if self.n_outputs_ == 1 else out
 
 

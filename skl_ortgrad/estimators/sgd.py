@@ -3,12 +3,12 @@ drop-in replacements for scikit-learn's ``SGDRegressor`` and ``SGDClassifier``."
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, ClassVar
 
 import numpy as np
 from onnx import helper as onnx_helper
 from onnx import numpy_helper
-from skl2onnx import to_onnx
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.linear_model import (
     LinearRegression,
@@ -22,6 +22,7 @@ from sklearn.utils._param_validation import StrOptions
 
 from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, numeric_targets
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
+from skl_ortgrad.estimators.conversion import convert_model
 from skl_ortgrad.estimators.sgd_parameters import (
     CLASSIFICATION_LOSSES,
     REGRESSION_LOSSES,
@@ -29,7 +30,6 @@ from skl_ortgrad.estimators.sgd_parameters import (
     sgd_loss,
     sgd_penalty,
 )
-from skl_ortgrad.graph.model import TARGET_OPSET
 from skl_ortgrad.training.sgd_learning_loss import BaseLearningLoss
 from skl_ortgrad.training.sgd_learning_penalty import BaseLearningPenalty
 from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate
@@ -40,9 +40,9 @@ _LINEAR_WEIGHTS = ["coef", "intercept"]
 def _convert(model: Any, n_features: int, dtype: np.dtype, black_op: str) -> Any:
     # black_op turns the ai.onnx.ml linear operators (weights in attributes, no gradient)
     # into MatMul + Add with the weights as initializers.
-    return to_onnx(
-        model, np.zeros((1, n_features), dtype=dtype), target_opset=TARGET_OPSET,
-        black_op={black_op}, options={"zipmap": False} if black_op == "LinearClassifier" else None,
+    return convert_model(
+        model, n_features, dtype, black_op={black_op},
+        options={"zipmap": False} if black_op == "LinearClassifier" else None,
     )
 
 
@@ -150,7 +150,11 @@ _SGD_PARAMETERS_DOC = """
         its rate applies to the batch's mean gradient, and ``eta0``, ``power_t`` are
         ignored. Nested parameters (``learning_rate__eta0``) reach inside it.
     average : bool or int, default=False
-        Averaged SGD is not implemented yet: any value but False is refused at ``fit``.
+        Averaged SGD as scikit-learn's: ``coef_``, ``intercept_``, predictions and the
+        exported graph use the average of the weights after every update, counted per
+        sample from the ``average``-th sample on (True: from the first), once reached.
+        With ``batch_size=1`` it is scikit-learn's average exactly; a batch's weights
+        count once per row.
 """ + _PROJECT_PARAMETERS_DOC
 
 
@@ -166,16 +170,11 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
         return sgd_loss(self.loss, self.epsilon)
 
     def _training_objects(self, batch_size: int, mean_weight: float) -> tuple[Any, Any, Any]:
-        if self.average is not False and self.average != 0:
-            raise ValueError(
-                f"average={self.average!r}: averaged SGD is not implemented by "
-                f"{type(self).__name__}; use average=False."
-            )
         loss = self._loss()
         self._check_loss(loss)
         rate = sgd_learning_rate(
             {name: getattr(self, name) for name in ("learning_rate", "eta0", "power_t", "alpha")},
-            loss, batch_size, self._stable_step, self.fit_intercept,
+            loss, batch_size, self._stable_step,
         )
         return rate, loss, self._penalty(batch_size)
 
@@ -186,6 +185,27 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
                 f"loss={self.loss!r} is a classification loss; {type(self).__name__} "
                 f"takes one of {list(REGRESSION_LOSSES)} or a regression loss object."
             )
+
+    def _average(self) -> bool | int:
+        return self.average
+
+    def _restart_schedule(self) -> None:
+        """scikit-learn's ``fit`` restarts the schedule (``t_ = 1``) and the average even
+        when it continues from the weights of ``warm_start``."""
+        optimizer = self.optimizer_
+        optimizer.t_ = 1
+        optimizer.average_weights_ = []
+        optimizer.average_count_ = 0
+
+    def _fit(self, X: Any, y: Any, sample_weight: Any, init: dict[str, Any]) -> Any:
+        super()._fit(X, y, sample_weight, init)
+        if self.power_t < 0:
+            warnings.warn(
+                "Negative values for `power_t` are deprecated in version 1.8 and will raise "
+                "an error in 1.10. Use values in the range [0.0, inf) instead.",
+                FutureWarning, stacklevel=3,
+            )
+        return self
 
     def _template_weights(self) -> list[str]:
         return ["coef", "intercept"] if self.fit_intercept else ["coef"]
@@ -250,8 +270,8 @@ class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
     )
 
     _parameter_constraints: ClassVar[dict] = {
-        **SGDRegressor._parameter_constraints,
         **BaseOnnxEstimator._parameter_constraints,
+        **SGDRegressor._parameter_constraints,
         "loss": [StrOptions(set(REGRESSION_LOSSES)), BaseLearningLoss],
         "penalty": [StrOptions({"l2", "l1", "elasticnet"}), None, BaseLearningPenalty],
         "learning_rate": [
@@ -344,12 +364,12 @@ class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
         return Template(onx, output, self._template_weights(), [output])
 
     def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
-        self.coef_ = weights["coef"].ravel().astype(np.float64)
-        self.intercept_ = self._intercept(weights).ravel().astype(np.float64)
+        self.coef_ = weights["coef"].ravel().astype(self._data_dtype())
+        self.intercept_ = self._intercept(weights).ravel().astype(self._data_dtype())
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted values, shape (n_samples,)."""
-        return self._run(X)[self._template_.score].ravel().astype(np.float64)
+        return self._run(X)[self._template_.score].ravel().astype(self._data_dtype())
 
 
 def _init(coef_init: Any, intercept_init: Any) -> dict[str, Any]:
@@ -403,8 +423,8 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
     _regression_only = False
 
     _parameter_constraints: ClassVar[dict] = {
-        **SGDClassifier._parameter_constraints,
         **BaseOnnxEstimator._parameter_constraints,
+        **SGDClassifier._parameter_constraints,
         "loss": [StrOptions(set(CLASSIFICATION_LOSSES)), BaseLearningLoss],
         "penalty": [StrOptions({"l2", "l1", "elasticnet"}), None, BaseLearningPenalty],
         "learning_rate": [
@@ -569,5 +589,5 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
         return super().predict_log_proba(X)
 
     def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
-        self.coef_ = weights["coef"].T.astype(np.float64).copy()
-        self.intercept_ = self._intercept(weights).ravel().astype(np.float64)
+        self.coef_ = weights["coef"].T.astype(self._data_dtype())
+        self.intercept_ = self._intercept(weights).ravel().astype(self._data_dtype())

@@ -170,6 +170,12 @@ def _squared_epsilon_insensitive(
     return g.op("Mul", r, r)
 
 
+def _poisson(g: _GraphBuilder, label: str, prediction: str) -> str:
+    """:math:`\\ell = e^p - y p` on the log of the expected count :math:`p` (half the
+    Poisson deviance up to a term of :math:`y` alone)."""
+    return g.op("Sub", g.op("Exp", prediction), g.op("Mul", label, prediction))
+
+
 def _log_probability(g: _GraphBuilder, label: str, prediction: str, eps: float = 1e-5) -> str:
     """Binary log loss of a probability, the seed API's ``add_loss_output(..., 'log')``:
     :math:`p` is the last column of the prediction (the probability of class 1, whether
@@ -304,6 +310,7 @@ LOSS_BUILDERS: dict[str, LossBuilder] = {
     "huber": _huber,
     "epsilon_insensitive": _epsilon_insensitive,
     "squared_epsilon_insensitive": _squared_epsilon_insensitive,
+    "poisson": _poisson,
     "log": _log,
     "log_probability": _log_probability,
     "softmax_log": _softmax_log,
@@ -345,6 +352,7 @@ def build_loss_graph(
     * ``huber`` (``epsilon=0.1``): :math:`\\frac12 d^2` if :math:`|d| \\le \\epsilon`
       else :math:`\\epsilon|d| - \\frac12\\epsilon^2`,
     * ``epsilon_insensitive`` (``epsilon=0.1``): :math:`\\max(0, |d| - \\epsilon)`,
+    * ``poisson``: :math:`\\ell = e^p - y p`,
     * ``squared_epsilon_insensitive`` (``epsilon=0.1``):
       :math:`\\max(0, |d| - \\epsilon)^2`,
     * ``log`` (aliases ``log_loss``, ``neg_log``; ``eps=1e-5``): logistic loss on raw

@@ -25,6 +25,16 @@ _SESSION_PROPERTIES = (
 )
 
 
+def options_key(options: SessionOptions) -> tuple[str, ...]:
+    """What tells two ``SessionOptions`` apart in a cache key: every readable property.
+
+    Session config entries, custom op libraries, added initializers and free-dimension
+    overrides cannot be read back: they are not part of the key (the package sets none).
+    """
+    names = (*_SESSION_PROPERTIES, "graph_optimization_level", "optimized_model_filepath")
+    return tuple(str(getattr(options, name)) for name in names)
+
+
 def unoptimized_session_options(options: SessionOptions | None = None) -> SessionOptions:
     """A copy of ``options`` with graph optimizations disabled.
 

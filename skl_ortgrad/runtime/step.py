@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnxruntime import InferenceSession, RunOptions, SessionOptions
+from onnxruntime import RunOptions, SessionOptions
 from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
 
 from skl_ortgrad.graph.dtypes import numpy_dtype
+from skl_ortgrad.runtime.sessions import cached_session
 
 
 class OrtGradientStep:
@@ -36,7 +37,9 @@ class OrtGradientStep:
         A one-call gradient graph (:attr:`skl_ortgrad.gradient.GradientGraph.fused` or its
         static form).
     sess_options : SessionOptions
-        Options of the session (threads, optimization level).
+        Options of the session (threads, optimization level). The session comes from
+        :func:`~skl_ortgrad.runtime.sessions.cached_session`: steps of the same graph
+        and options share it.
     providers : list of str
         Execution providers.
     provider_options : list of dict, optional
@@ -69,10 +72,9 @@ class OrtGradientStep:
         outputs: list[np.ndarray] | None = None,
     ) -> None:
         self.model = fused_model
-        self._session = InferenceSession(
-            fused_model.SerializeToString(), sess_options, providers=providers,
-            provider_options=provider_options,
-        )
+        # Shared with every step of the same graph (cached_session): only the output
+        # buffers and run options below belong to this step.
+        self._session = cached_session(fused_model, sess_options, providers, provider_options)
         self.feed_names = [feed.name for feed in self._session.get_inputs()]
         self.fetch_names = [fetch.name for fetch in self._session.get_outputs()]
         dtypes = {

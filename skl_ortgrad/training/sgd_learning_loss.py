@@ -26,12 +26,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 import onnx
-from onnxruntime import InferenceSession
 
 from skl_ortgrad.gradient.derivative import DerivativeOptions, onnx_derivative
 from skl_ortgrad.graph.model import OPSET
 from skl_ortgrad.objective.loss_graphs import build_loss_graph
 from skl_ortgrad.runtime.options import session_options
+from skl_ortgrad.runtime.sessions import cached_session
 from skl_ortgrad.training.base_learning import BaseLearningObject
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "HuberLearningLoss",
     "ModifiedHuberLearningLoss",
     "NegLogLearningLoss",
+    "PoissonLearningLoss",
     "SquareLearningLoss",
     "SquaredEpsilonInsensitiveLearningLoss",
     "SquaredHingeLearningLoss",
@@ -70,6 +71,7 @@ class BaseLearningLoss(BaseLearningObject, family="learning loss"):
     ``'huber'``                                    ``HuberLearningLoss()``
     ``'epsilon_insensitive'``                      ``EpsilonInsensitiveLearningLoss()``
     ``'squared_epsilon_insensitive'``              ``SquaredEpsilonInsensitiveLearningLoss()``
+    ``'poisson'``                                  ``PoissonLearningLoss()``
     ``'log'``, ``'log_loss'``, ``'neg_log'``       ``NegLogLearningLoss()`` (sigmoid)
     ``'softmax'``, ``'multinomial'``               ``NegLogLearningLoss(probability_function=``
                                                    ``'softmax')``
@@ -160,9 +162,7 @@ class BaseLearningLoss(BaseLearningObject, family="learning loss"):
             options=DerivativeOptions.Loss | DerivativeOptions.KeepOutputs,
         )
         # Batches of a loss are small: one thread avoids the thread pool's overhead.
-        return InferenceSession(
-            grad.SerializeToString(), session_options(1), providers=["CPUExecutionProvider"]
-        )
+        return cached_session(grad, session_options(1), ["CPUExecutionProvider"])
 
     def loss_gradient(
         self,
@@ -373,6 +373,26 @@ class SquaredEpsilonInsensitiveLearningLoss(BaseLearningLoss):
         return "squared_epsilon_insensitive", {"epsilon": _check_nonnegative(self, "epsilon")}
 
 
+class PoissonLearningLoss(BaseLearningLoss):
+    r"""Poisson loss on the log of the expected count :math:`p`, targets :math:`y \ge 0`
+    (scikit-learn's MLP ``loss='poisson'``, whose output is :math:`e^p`).
+
+    .. math::
+
+        \ell(y, p) = e^p - y p, \qquad \frac{\partial \ell}{\partial p} = e^p - y
+
+    Half the Poisson deviance :math:`y \log(y / e^p) - y + e^p` up to
+    :math:`y \log y - y`, a term of the target alone: same gradient, a loss offset by a
+    constant.
+    """
+
+    def __init__(self) -> None:
+        pass
+
+    def _graph_kind(self) -> tuple[str, dict[str, float]]:
+        return "poisson", {}
+
+
 _PROBABILITY_KINDS = {"sigmoid": "log", "softmax": "softmax_log"}
 
 
@@ -543,3 +563,4 @@ BaseLearningLoss.register_alias("hinge", HingeLearningLoss)
 BaseLearningLoss.register_alias("perceptron", HingeLearningLoss, threshold=0.0)
 BaseLearningLoss.register_alias("squared_hinge", SquaredHingeLearningLoss)
 BaseLearningLoss.register_alias("modified_huber", ModifiedHuberLearningLoss)
+BaseLearningLoss.register_alias("poisson", PoissonLearningLoss)

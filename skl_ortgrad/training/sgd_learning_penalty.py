@@ -7,9 +7,10 @@ penalized, usually not the intercepts):
 
     P(w) = l_1 \lVert w \rVert_1 + \frac{l_2}{2} \lVert w \rVert_2^2
 
-After every gradient step the optimizer applies a proximal step scaled by the learning
-rate :math:`\eta` (``step = penalty.stepper(weights)`` once per epoch, ``step(eta)`` per
-batch; ``penalty.update_weights(weights, eta)`` is one such step):
+At every update the optimizer applies a proximal step scaled by the learning rate
+:math:`\eta` to the weights the batch's gradient was computed at, then the gradient step,
+scikit-learn's order (``step = penalty.stepper(weights)`` once per epoch, ``step(eta)``
+per batch; ``penalty.update_weights(weights, eta)`` is one such step):
 
 .. math::
 

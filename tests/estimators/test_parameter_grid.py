@@ -15,28 +15,6 @@ PENALTIES = ["l2", "l1", "elasticnet", None]
 SCHEDULES = ["optimal", "invscaling", "constant", "adaptive", "pa1", "pa2"]
 # What the package refuses, and why (the message must say it).
 REFUSED = {"pa1": "passive-aggressive", "pa2": "passive-aggressive"}
-# Known failures, kept visible (strict): the piecewise linear regression losses on a
-# classifier's -1/+1 labels with the 'optimal' schedule, whose batch step (32 times
-# scikit-learn's per-sample rate, uncapped for these losses) oscillates; scikit-learn
-# itself scores 0.45-0.67 on these data with them.
-_OSCILLATES = pytest.mark.xfail(
-    strict=True, reason="uncapped 'optimal' batch steps oscillate (issue 12, open)"
-)
-KNOWN = {
-    ("huber", "l2", "optimal"), ("huber", "elasticnet", "optimal"),
-    ("huber", "None", "optimal"), ("epsilon_insensitive", "l2", "optimal"),
-    ("epsilon_insensitive", "None", "optimal"),
-}
-
-
-def _grid(losses):
-    return [
-        pytest.param(*case, marks=_OSCILLATES) if (case[0], str(case[1]), case[2]) in KNOWN
-        else case
-        for case in itertools.product(losses, PENALTIES, SCHEDULES)
-    ]
-
-
 def _data(classifier: bool, n_classes: int = 2):
     if classifier:
         X, y = make_classification(200, 6, n_informative=4, n_classes=n_classes,
@@ -70,7 +48,7 @@ def test_regressor_grid(loss, penalty, schedule):
 
 @pytest.mark.parametrize(
     ("loss", "penalty", "schedule"),
-    _grid(CLASSIFICATION_LOSSES),
+    list(itertools.product(CLASSIFICATION_LOSSES, PENALTIES, SCHEDULES)),
 )
 def test_classifier_grid(loss, penalty, schedule):
     X, y = _data(classifier=True)
@@ -79,10 +57,7 @@ def test_classifier_grid(loss, penalty, schedule):
     _check(model, X, y, schedule, baseline=np.bincount(y).max() / len(y))
 
 
-@pytest.mark.parametrize("loss", [
-    pytest.param(loss, marks=_OSCILLATES) if loss == "epsilon_insensitive" else loss
-    for loss in CLASSIFICATION_LOSSES
-])
+@pytest.mark.parametrize("loss", CLASSIFICATION_LOSSES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_classifier_multiclass_and_dtypes(loss, dtype):
     X, y = _data(classifier=True, n_classes=3)

@@ -118,10 +118,16 @@ def test_early_stopping_uses_validation_score():
 
 def test_warm_start_continues_from_fitted_weights():
     X_train, _, y_train, _ = _split(*load_diabetes(return_X_y=True))
-    model = OnnxSGDRegressor(random_state=0, max_iter=3, tol=None, warm_start=True)
+    """As scikit-learn: a warm fit continues from the weights and restarts the schedule,
+    which is a fit from coef_init / intercept_init."""
+    model = OnnxSGDRegressor(shuffle=False, max_iter=3, tol=None, warm_start=True)
     model.fit(X_train, y_train)
-    t_first = model.t_
+    t_first, coef, intercept = model.t_, model.coef_.copy(), model.intercept_.copy()
     model.fit(X_train, y_train)
-    assert model.t_ == 2 * t_first - 1 and model.n_iter_ == 3
+    assert model.t_ == t_first and model.n_iter_ == 3
+    explicit = OnnxSGDRegressor(shuffle=False, max_iter=3, tol=None).fit(
+        X_train, y_train, coef_init=coef, intercept_init=intercept)
+    np.testing.assert_array_equal(model.coef_, explicit.coef_)
+    assert not np.array_equal(model.coef_, coef)
     model.set_params(warm_start=False).fit(X_train, y_train)
-    assert model.t_ == t_first
+    np.testing.assert_array_equal(model.coef_, coef)

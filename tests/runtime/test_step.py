@@ -6,7 +6,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from _backends import requires_training
-from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
+from _ort_values import feeds
 
 from skl_ortgrad import SquareLearningLoss
 from skl_ortgrad.gradient.forward_backward import OrtGradientForwardBackward
@@ -16,8 +16,6 @@ from skl_ortgrad.graph.weights import get_train_initializer
 from skl_ortgrad.objective.merge import merge_loss_graph
 from skl_ortgrad.runtime.step import OrtGradientStep
 
-CPU = OrtDevice(OrtDevice.cpu(), OrtDevice.default_memory(), 0)
-
 
 def _engine(onx, weighted=False, backend="auto"):
     loss = SquareLearningLoss().build_onnx_function(OPSET, "cpu", weighted=weighted)
@@ -26,13 +24,6 @@ def _engine(onx, weighted=False, backend="auto"):
     return OrtGradientForwardBackward(
         train, weights_to_train=list(get_train_initializer(onx)), backend=backend
     )
-
-
-def _feeds(arrays):
-    vect = OrtValueVector()
-    for array in arrays:
-        vect.push_back(OrtValue.ortvalue_from_numpy(array, CPU))
-    return vect
 
 
 def _batch(regression_data, rows):
@@ -52,7 +43,7 @@ def test_step_matches_numpy(linear_onnx, regression_data, batch_rows, backend):
     assert step.fetch_names == ["loss", "coef_grad", "intercept_grad"]
     X, y, coef, intercept = arrays = _batch(regression_data, 32)
     scale = np.array(1 / 32, dtype=np.float32)
-    step.run(_feeds([*arrays, scale]))
+    step.run(feeds([*arrays, scale]))
     loss, g_coef, g_intercept = step.outputs
     residual = X @ coef + intercept - y
     assert float(loss) == pytest.approx(0.5 * float((residual**2).sum()), rel=1e-5)
@@ -73,7 +64,7 @@ def test_step_matches_forward_backward_of_the_engine(mlp_onnx, regression_data, 
     arrays = [X[:rows].copy(), y[:rows].reshape((-1, 1)).copy(), sw, *weights]
     scale = np.array(1 / sw.sum(), dtype=np.float32)
     step = engine.step_function(rows)
-    step.run(_feeds([*arrays, scale]))
+    step.run(feeds([*arrays, scale]))
     function = engine.new_instance()
     loss = function.forward(arrays, training=True)[0].numpy()
     gradients = function.backward([scale])
@@ -93,7 +84,7 @@ def test_steps_of_an_engine_share_their_buffers(linear_onnx, regression_data, ba
     assert all(a is b for a, b in zip(static.outputs, dynamic.outputs, strict=True))
     buffers = [id(a) for a in static.outputs]
     arrays = _batch(regression_data, 7)
-    dynamic.run(_feeds([*arrays, np.array(1 / 7, dtype=np.float32)]))
+    dynamic.run(feeds([*arrays, np.array(1 / 7, dtype=np.float32)]))
     X, y, coef, intercept = arrays
     residual = X @ coef + intercept - y
     np.testing.assert_allclose(static.outputs[1], X.T @ residual / 7, rtol=1e-5, atol=1e-6)

@@ -19,6 +19,7 @@ from skl_ortgrad.training.sgd_learning_loss import (
     HuberLearningLoss,
     ModifiedHuberLearningLoss,
     NegLogLearningLoss,
+    PoissonLearningLoss,
     SquaredEpsilonInsensitiveLearningLoss,
     SquaredHingeLearningLoss,
     SquareLearningLoss,
@@ -43,6 +44,8 @@ def _np_loss(loss, y, p):
         return np.maximum(0, np.abs(d) - loss.epsilon)
     if isinstance(loss, SquaredEpsilonInsensitiveLearningLoss):
         return np.maximum(0, np.abs(d) - loss.epsilon) ** 2
+    if isinstance(loss, PoissonLearningLoss):
+        return np.exp(p) - y * p
     z = (2 * y - 1) * p
     if isinstance(loss, HingeLearningLoss):
         return np.maximum(0, loss.threshold - z)
@@ -118,6 +121,7 @@ LOSSES = [
     EpsilonInsensitiveLearningLoss(),
     SquaredEpsilonInsensitiveLearningLoss(),
     SquaredEpsilonInsensitiveLearningLoss(epsilon=0.0),
+    PoissonLearningLoss(),
     NegLogLearningLoss(),
     NegLogLearningLoss(eps=0.0),
     NegLogLearningLoss(eps=0.01),
@@ -345,6 +349,7 @@ ALIASES = {
     "huber": (HuberLearningLoss, {}),
     "epsilon_insensitive": (EpsilonInsensitiveLearningLoss, {}),
     "squared_epsilon_insensitive": (SquaredEpsilonInsensitiveLearningLoss, {}),
+    "poisson": (PoissonLearningLoss, {}),
     "log": (NegLogLearningLoss, {}),
     "log_loss": (NegLogLearningLoss, {}),
     "neg_log": (NegLogLearningLoss, {}),

@@ -1,0 +1,284 @@
+"""Epochs through the training program (k batches per onnxruntime call) against the
+optimizer's per-batch path (``_PROGRAM_STEPS = 1``).
+
+The program applies to the SGD estimators at their defaults; the guarantees of the
+per-batch path hold: the same weights, ``t_``, ``n_iter_`` and ``loss_curve_`` (float32:
+bit for bit; float64: to 1e-10), a divergence reported at its exact batch with the
+weights of the last finite epoch, Ctrl-C honoured at the next chunk boundary with
+consistent state, and pickles that resume identically.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+from scipy import sparse as sp
+
+from skl_ortgrad import (
+    ConvergenceError,
+    ElasticLearningPenalty,
+    LearningRateSGD,
+    LearningRateSGDNesterov,
+    OnnxSGDClassifier,
+    OnnxSGDRegressor,
+)
+from skl_ortgrad.runtime.step import OrtGradientStep
+from skl_ortgrad.training import optimizers_partial
+from skl_ortgrad.training.optimizers_partial import (
+    OrtGradientForwardBackwardOptimizer,
+    _ProgramRun,
+)
+from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
+
+#: 1000 rows at batch 32: 31 full batches (chunks of 8, 8, 8, 7) and one of 8 rows.
+N_ROWS, N_FEATURES, STEPS = 1000, 6, 8
+BATCHES = 32
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((N_ROWS, N_FEATURES)).astype(np.float32)
+SCORE = X @ RNG.standard_normal(N_FEATURES).astype(np.float32) + 0.3
+Y = {
+    "regression": SCORE + 0.1 * RNG.standard_normal(N_ROWS).astype(np.float32),
+    "binary": (SCORE > 0).astype(np.int64),
+    "multiclass": np.digitize(SCORE, [-1.0, 0.0, 1.0]),
+}
+ESTIMATORS = {"regression": OnnxSGDRegressor, "binary": OnnxSGDClassifier,
+              "multiclass": OnnxSGDClassifier}
+
+
+@pytest.fixture
+def chunks(monkeypatch):
+    """Programs of ``STEPS`` batches (several chunks per epoch, a shorter last one), and
+    the list of their calls."""
+    monkeypatch.setattr(optimizers_partial, "_PROGRAM_STEPS", STEPS)
+    calls = []
+    original = _ProgramRun.run
+
+    def run(self, chunk):
+        calls.append(chunk)
+        return original(self, chunk)
+
+    monkeypatch.setattr(_ProgramRun, "run", run)
+    return calls
+
+
+def _per_batch(monkeypatch, call):
+    """``call()`` with the program off."""
+    with monkeypatch.context() as patch:
+        patch.setattr(optimizers_partial, "_PROGRAM_STEPS", 1)
+        return call()
+
+
+def _state(model):
+    return ([w.copy() for w in model.optimizer_.weights_], model.t_, model.n_iter_,
+            list(model.loss_curve_))
+
+
+def _assert_same(got, expected):
+    weights, *rest = got
+    expected_weights, *expected_rest = expected
+    for a, b in zip(weights, expected_weights, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert rest == expected_rest
+
+
+def _fit(task, **params):
+    model = ESTIMATORS[task](max_iter=3, tol=None, random_state=0, **params)
+    return model.fit(X, Y[task])
+
+
+@pytest.mark.parametrize("params", [
+    {}, {"penalty": None}, {"penalty": "l1", "alpha": 0.01},
+    {"penalty": "elasticnet", "alpha": 0.001}, {"learning_rate": "constant", "eta0": 0.001},
+    {"shuffle": False},
+])
+@pytest.mark.parametrize("task", list(ESTIMATORS))
+def test_estimators_train_bit_for_bit_as_per_batch(monkeypatch, chunks, task, params):
+    """float32: the generic program does the per-batch arithmetic exactly (same
+    gradient graph, same casts of eta, decay and threshold): fit, then partial_fit."""
+    model = _fit(task, **params)
+    classes = {"classes": np.unique(Y[task])} if task != "regression" else {}
+    model.partial_fit(X, Y[task], **classes)
+    assert len(chunks) == 4 * 4  # 4 epochs of 4 chunks
+    expected = _per_batch(monkeypatch, lambda: _fit(task, **params).partial_fit(
+        X, Y[task], **classes))
+    _assert_same(_state(model), _state(expected))
+
+
+def test_sample_weights(monkeypatch, chunks):
+    weights = RNG.integers(0, 3, N_ROWS).astype(np.float32)
+    weights[:40] = 0  # a batch weighing nothing when not shuffled
+
+    def fit():
+        return OnnxSGDRegressor(max_iter=2, tol=None, shuffle=False).fit(
+            X, Y["regression"], sample_weight=weights)
+
+    model = fit()
+    assert chunks
+    _assert_same(_state(model), _state(_per_batch(monkeypatch, fit)))
+
+
+def _linear_float64():
+    rng = np.random.default_rng(1)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["X", "coef"], ["product"]),
+         helper.make_node("Add", ["product", "intercept"], ["score"])],
+        "linear",
+        [helper.make_tensor_value_info("X", 11, [None, N_FEATURES])],
+        [helper.make_tensor_value_info("score", 11, [None, 1])],
+        [numpy_helper.from_array(rng.standard_normal((N_FEATURES, 1)), "coef"),
+         numpy_helper.from_array(np.array([0.3]), "intercept")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)],
+                             ir_version=10)
+
+
+def test_optimizer_float64_scaled_rate(monkeypatch, chunks):
+    """float64, a ScaledLearningRate around LearningRateSGD, the compounded elastic
+    decay (``rows``): equal to the per-batch path to 1e-10."""
+    def fit():
+        return OrtGradientForwardBackwardOptimizer(
+            _linear_float64(), weights_to_train=["coef", "intercept"], batch_size=BATCHES,
+            max_iter=3, random_state=0,
+            learning_rate=ScaledLearningRate(LearningRateSGD(eta0=0.002), scale=BATCHES),
+            learning_penalty=ElasticLearningPenalty(l1=1e-3, l2=1e-2, rows=BATCHES),
+        ).fit(X.astype(np.float64), Y["regression"].astype(np.float64))
+
+    got = fit()
+    assert chunks
+    expected = _per_batch(monkeypatch, fit)
+    for a, b in zip(got.weights_, expected.weights_, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got.train_losses_, expected.train_losses_, rtol=1e-10)
+    assert got.t_ == expected.t_
+
+
+@pytest.mark.parametrize("params", [
+    {"average": True}, {"verbose": 2}, {"learning_rate": "adaptive", "eta0": 0.01},
+])
+def test_estimator_cases_out_of_reach_run_per_batch(chunks, params, capsys):
+    """Averaging and the per-batch report need every batch in Python. ('adaptive' is
+    plain SGD in a ScaledLearningRate: the program runs it.)"""
+    _fit("regression", **params)
+    assert bool(chunks) == ("learning_rate" in params)
+
+
+def test_short_epochs_run_per_batch(chunks):
+    """Below ``_PROGRAM_MIN_BATCHES`` full batches the program saves less than it
+    costs."""
+    rows = 32 * optimizers_partial._PROGRAM_MIN_BATCHES
+    model = OnnxSGDRegressor(random_state=0).partial_fit(X[:rows - 1], Y["regression"][:rows - 1])
+    assert not chunks
+    model.partial_fit(X[:rows], Y["regression"][:rows])
+    assert chunks
+
+
+def test_momentum_and_sparse_data_run_per_batch(chunks):
+    model = OrtGradientForwardBackwardOptimizer(
+        _linear_float64(), weights_to_train=["coef", "intercept"], batch_size=BATCHES,
+        max_iter=1, learning_rate=LearningRateSGDNesterov(eta0=0.001),
+    )
+    model.fit(X.astype(np.float64), Y["regression"].astype(np.float64))
+    OnnxSGDRegressor(max_iter=1, tol=None).fit(sp.csr_matrix(X), Y["regression"])
+    assert not chunks
+
+
+def test_program_is_built_once_and_bound_once_per_loader(monkeypatch, chunks):
+    builds = []
+    original = OrtGradientForwardBackwardOptimizer._build_program
+
+    def build(self, *args):
+        builds.append(args)
+        return original(self, *args)
+
+    monkeypatch.setattr(OrtGradientForwardBackwardOptimizer, "_build_program", build)
+    model = _fit("regression")
+    bound = model.optimizer_._program_binding[2]
+    for _ in range(3):
+        model.partial_fit(X, Y["regression"])
+    assert len(builds) == 1
+    assert model.optimizer_._program_binding[2] is bound
+
+
+def test_divergence_in_a_chunk_is_reported_at_its_batch(monkeypatch, chunks):
+    """The rate explodes from the 11th batch of epoch 2 (inside the second chunk): the
+    chunk's non-finite losses leave the weights alone, its per-batch replay finds the
+    batch; message, kept weights, t_ and n_iter_ are the per-batch path's."""
+    start = 1 + N_ROWS + 10 * BATCHES
+    schedule = LearningRateSGD.schedule
+    monkeypatch.setattr(
+        LearningRateSGD, "schedule",
+        lambda self, ts: np.where(np.asarray(ts) >= start, 1e38, schedule(self, ts)))
+    # A rate object: the estimators' own rates cap eta (stable_step).
+    params = {"penalty": None, "max_iter": 4,
+              "learning_rate": LearningRateSGD(eta0=0.01, learning_rate="constant")}
+
+    def diverge():
+        model = OnnxSGDRegressor(tol=None, random_state=0, **params)
+        with pytest.raises(ConvergenceError) as info:
+            model.fit(X, Y["regression"])
+        return model, str(info.value)
+
+    model, message = diverge()
+    assert "at epoch 2, batch 1" in message  # eta at 1e38 from batch 10: NaN soon after
+    assert len(chunks) > 4
+    expected, expected_message = _per_batch(monkeypatch, diverge)
+    assert message == expected_message
+    _assert_same(_state(model), _state(expected))
+    assert model.n_iter_ == 1
+
+
+def test_ctrl_c_is_honoured_at_the_next_chunk_boundary(monkeypatch, chunks):
+    """SIGINT during the 3rd call of epoch 2: that chunk completes, nothing after it
+    runs; the state is the per-batch path's interrupted after the same batches."""
+    interrupted_at = 4 + 2  # 4 chunks per epoch; the third of epoch 2
+    original = _ProgramRun.run
+
+    def run(self, chunk):
+        if len(chunks) == interrupted_at:
+            os.kill(os.getpid(), signal.SIGINT)
+        return original(self, chunk)
+
+    monkeypatch.setattr(_ProgramRun, "run", run)
+    model = OnnxSGDRegressor(max_iter=3, tol=None, random_state=0)
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(X, Y["regression"])
+    assert len(chunks) == interrupted_at + 1
+    done = 32 + 3 * STEPS  # batches completed: epoch 1, then 3 chunks
+    assert model.t_ == 1 + N_ROWS + 3 * STEPS * BATCHES
+    assert model.optimizer_.epochs_completed_ == 1
+
+    forwards = []
+
+    def forward(self, feeds, _run=OrtGradientStep.run):
+        forwards.append(1)
+        if len(forwards) == done:
+            os.kill(os.getpid(), signal.SIGINT)
+        return _run(self, feeds)
+
+    # An instrumented step forces the per-batch path.
+    monkeypatch.setattr(OrtGradientStep, "run", forward)
+    expected = OnnxSGDRegressor(max_iter=3, tol=None, random_state=0)
+    with pytest.raises(KeyboardInterrupt):
+        expected.fit(X, Y["regression"])
+    assert len(chunks) == interrupted_at + 1  # no program call in the reference
+    _assert_same(_state(model), _state(expected))
+
+
+def test_pickled_stream_resumes_bit_for_bit(monkeypatch, chunks):
+    def stream(pickled_after=None):
+        model = OnnxSGDClassifier(random_state=0, tol=None)
+        for call in range(4):
+            model.partial_fit(X, Y["multiclass"], classes=np.unique(Y["multiclass"]))
+            if call == pickled_after:
+                model = pickle.loads(pickle.dumps(model))
+        return model
+
+    model = stream(pickled_after=1)
+    assert chunks
+    _assert_same(_state(model), _state(stream()))
+    _assert_same(_state(model), _state(_per_batch(monkeypatch, stream)))

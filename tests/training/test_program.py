@@ -1,0 +1,351 @@
+"""The k-step training program against the per-batch path of the optimizer.
+
+The reference runs, per batch, the one-call gradient graph (the optimizer's
+``OrtGradientStep``) and the numpy updates of ``LearningRateSGD`` and
+``ElasticLearningPenalty``, exactly as ``OrtGradientForwardBackwardOptimizer._epoch`` does;
+the program runs the same batches ``k`` at a time. In float64 both must agree to 1e-10.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import onnx
+import pytest
+from _backends import AVAILABLE
+from onnx import TensorProto, helper, numpy_helper
+from onnxruntime import InferenceSession
+from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
+
+from skl_ortgrad.gradient.backend import build_gradient
+from skl_ortgrad.graph.dtypes import onnx_dtype
+from skl_ortgrad.objective.merge import merge_loss_graph
+from skl_ortgrad.runtime.options import session_options, unoptimized_session_options
+from skl_ortgrad.runtime.step import OrtGradientStep
+from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
+from skl_ortgrad.training.program import (
+    LAYOUTS,
+    StepProgram,
+    generic_program,
+    lean_program,
+)
+from skl_ortgrad.training.sgd_learning_loss import NegLogLearningLoss, SquareLearningLoss
+from skl_ortgrad.training.sgd_learning_penalty import (
+    ElasticLearningPenalty,
+    NoLearningPenalty,
+)
+from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
+
+N_FEATURES, BATCH, N_BATCHES = 5, 4, 11  # 11 batches: a partial last chunk for k = 3, 8
+WEIGHTS = ["coef", "intercept"]
+LOSSES = {
+    "squared_error": SquareLearningLoss(),
+    # The classifiers' default: the stable log-sigmoid form (lean_program's "log").
+    "log": NegLogLearningLoss(eps=0.0),
+}
+PENALTIES = {"none": (0.0, 0.0), "l2": (0.0, 0.05), "l1": (0.02, 0.0), "elastic": (0.02, 0.05)}
+RATE = LearningRateSGD(eta0=0.2, power_t=0.25, learning_rate="invscaling")
+#: The penalty's ``rows``: each decay compounds that many per-sample decays, as the
+#: estimators' penalties do (one per row of a batch).
+ROWS = BATCH
+
+
+def _linear(dtype: type) -> onnx.ModelProto:
+    """``score = X @ coef + intercept``, what a converted linear model reduces to."""
+    elem = onnx_dtype(dtype)
+    rng = np.random.default_rng(1)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["X", "coef"], ["product"]),
+         helper.make_node("Add", ["product", "intercept"], ["score"])],
+        "linear",
+        [helper.make_tensor_value_info("X", elem, [None, N_FEATURES])],
+        [helper.make_tensor_value_info("score", elem, [None, 1])],
+        [numpy_helper.from_array(rng.standard_normal((N_FEATURES, 1)).astype(dtype), "coef"),
+         numpy_helper.from_array(np.array([0.3], dtype=dtype), "intercept")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)],
+                             ir_version=10)
+
+
+@functools.cache
+def _gradient(loss: str, backend: str, dtype: type, weighted: bool = False):
+    graph = LOSSES[loss].build_onnx_function(21, "cpu", weighted=weighted, dtype=dtype)
+    model = merge_loss_graph(_linear(dtype), graph, label_name="label", loss_name="loss",
+                             weight_name="sample_weight" if weighted else None)
+    return model, build_gradient(model, WEIGHTS, backend=backend)
+
+
+def _per_row(weighted: bool) -> list[str]:
+    return ["X", "label", "sample_weight"] if weighted else ["X", "label"]
+
+
+#: The order the rows are visited in (a shuffled epoch).
+ORDER = np.random.default_rng(2).permutation(N_BATCHES * BATCH)
+
+
+@functools.cache
+def _data(loss: str, dtype: type) -> dict[str, np.ndarray]:
+    """The dataset (with sample weights: integers, some zero), and under ``"rows"`` the
+    epoch's order."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((N_BATCHES * BATCH, N_FEATURES))
+    score = X @ rng.standard_normal((N_FEATURES, 1)) + 0.5
+    if loss == "log":
+        y = (score + rng.standard_normal(score.shape) > 0).astype(float)
+    else:
+        y = score + 0.1 * rng.standard_normal(score.shape)
+    return {"X": X.astype(dtype), "label": y.astype(dtype), "rows": ORDER,
+            "sample_weight": rng.integers(0, 4, len(X)).astype(dtype)}
+
+
+def _feeding(program: StepProgram, loss: str, dtype: type) -> dict[str, np.ndarray]:
+    """What ``program.feeds`` reads: the dataset with the permutation (a gathering
+    program), or the rows already permuted."""
+    data = _data(loss, dtype)
+    if program.dataset:
+        return data
+    return {name: data[name][ORDER] for name in ("X", "label", "sample_weight")}
+
+
+def _scales(loss: str, dtype: type, weighted: bool) -> np.ndarray:
+    """The output gradient of every batch, the loader's: 1 / (rows or summed weights),
+    0 for a batch weighing nothing."""
+    if not weighted:
+        return np.full(N_BATCHES, 1.0 / BATCH)
+    totals = _data(loss, dtype)["sample_weight"][ORDER].reshape(N_BATCHES, BATCH).sum(axis=1)
+    return np.divide(1.0, totals, out=np.zeros(N_BATCHES), where=totals > 0)
+
+
+def _session(model: onnx.ModelProto, unoptimized: bool = False) -> InferenceSession:
+    options = session_options(1)
+    if unoptimized:
+        options = unoptimized_session_options(options)
+    return InferenceSession(model.SerializeToString(), options,
+                            providers=["CPUExecutionProvider"])
+
+
+def _initial(dtype: type) -> list[np.ndarray]:
+    inits = {i.name: numpy_helper.to_array(i) for i in _linear(dtype).graph.initializer}
+    return [inits[name].copy() for name in WEIGHTS]
+
+
+def _etas(t: int = 1) -> np.ndarray:
+    return RATE.schedule(t + BATCH * np.arange(N_BATCHES))
+
+
+def _penalty(l1: float, l2: float):
+    return ElasticLearningPenalty(l1=l1, l2=l2, rows=ROWS) if l1 or l2 else NoLearningPenalty()
+
+
+def _reference(loss: str, backend: str, dtype: type, l1: float, l2: float,
+               weighted: bool = False):
+    """Weights and batch losses of the per-batch path: one fused call per batch, then the
+    numpy steppers, as ``_epoch`` runs them: the penalty's step, then the gradient's."""
+    _, gradient = _gradient(loss, backend, dtype, weighted)
+    step = OrtGradientStep(
+        gradient.static(_per_row(weighted), BATCH),
+        unoptimized_session_options(session_options(1)) if gradient.unoptimized
+        else session_options(1),
+        ["CPUExecutionProvider"],
+    )
+    weights = _initial(dtype)
+    loss_buffer, *gradients = step.outputs
+    update = RATE.stepper(weights, gradients, [])
+    decay = _penalty(l1, l2).stepper([weights[0]])
+    data = _data(loss, dtype)
+    losses = []
+    cpu = OrtDevice(OrtDevice.cpu(), OrtDevice.default_memory(), 0)
+    scales = _scales(loss, dtype, weighted).astype(dtype)
+    for batch, eta in enumerate(_etas().tolist()):
+        rows = ORDER[batch * BATCH:(batch + 1) * BATCH]
+        feeds = {name: data[name][rows] for name in _per_row(weighted)}
+        feeds.update(coef=weights[0], intercept=weights[1], loss_grad=scales[batch:batch + 1]
+                     .reshape(()))
+        vector = OrtValueVector()
+        for name in step.feed_names:
+            vector.push_back(OrtValue.ortvalue_from_numpy(feeds[name], cpu))
+        step.run(vector)
+        losses.append(float(loss_buffer))
+        decay(eta)
+        update(eta)
+    return weights, np.array(losses)
+
+
+def _run_program(program: StepProgram, loss: str, dtype: type, l1: float, l2: float,
+                 unoptimized: bool = False, weighted: bool = False):
+    """Every batch of the epoch, ``program.steps`` per call, the last call with the rest."""
+    data = _feeding(program, loss, dtype)
+    session = _session(program.model, unoptimized)
+    table = program.scalar_table(_etas(), _scales(loss, dtype, weighted), l1, l2, ROWS)
+    weights = _initial(dtype)
+    losses = np.empty(N_BATCHES, dtype=dtype)
+    for first in range(0, N_BATCHES, program.steps):
+        count = min(program.steps, N_BATCHES - first)
+        feeds = program.feeds(data, table, weights, first, count)
+        new = [np.empty_like(w) for w in weights]
+        chunk_losses = np.empty(program.steps, dtype=dtype)
+        fetches = program.fetches(chunk_losses, new, count)
+        names = list(fetches)
+        for name, value in zip(names, session.run(names, feeds), strict=True):
+            fetches[name][...] = value
+        weights = new
+        losses[first:first + count] = chunk_losses[:count]
+    return weights, losses
+
+
+def _check(weights, losses, expected_weights, expected_losses):
+    for got, want in zip(weights, expected_weights, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(losses, expected_losses, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("penalty", ["none", "l2", "l1", "elastic"])
+@pytest.mark.parametrize("loss", list(LOSSES))
+@pytest.mark.parametrize("backend", AVAILABLE)
+def test_generic_program_matches_per_batch_steps(backend, loss, penalty):
+    l1, l2 = PENALTIES[penalty]
+    expected = _reference(loss, backend, np.float64, l1, l2)
+    _, gradient = _gradient(loss, backend, np.float64)
+    fused = gradient.static(["X", "label"], BATCH)
+    for layout in LAYOUTS:
+        for steps, gather in ((1, False), (3, True), (8, False)):
+            program = generic_program(fused, WEIGHTS, steps, BATCH, penalized=["coef"],
+                                      l1=l1 > 0, l2=l2 > 0, layout=layout, gather=gather)
+            got = _run_program(program, loss, np.float64, l1, l2, gradient.unoptimized)
+            _check(*got, *expected)
+
+
+@pytest.mark.parametrize("penalty", ["none", "l2", "l1", "elastic"])
+@pytest.mark.parametrize("loss", list(LOSSES))
+def test_lean_program_matches_per_batch_steps(loss, penalty):
+    l1, l2 = PENALTIES[penalty]
+    expected = _reference(loss, "onnx", np.float64, l1, l2)
+    for layout in LAYOUTS:
+        for steps, gather in ((1, True), (3, False), (8, True)):
+            program = lean_program(loss, N_FEATURES, steps, BATCH, np.float64,
+                                   l1=l1 > 0, l2=l2 > 0, layout=layout, gather=gather)
+            got = _run_program(program, loss, np.float64, l1, l2)
+            _check(*got, *expected)
+
+
+@pytest.mark.parametrize("loss", list(LOSSES))
+@pytest.mark.parametrize("backend", AVAILABLE)
+def test_generic_program_with_sample_weights(backend, loss):
+    """Sample weights need nothing new: the weighted gradient graph's ``sample_weight``
+    is one more per-row input, and each batch's scale is 1 / its summed weights."""
+    l1, l2 = PENALTIES["elastic"]
+    expected = _reference(loss, backend, np.float64, l1, l2, weighted=True)
+    _, gradient = _gradient(loss, backend, np.float64, weighted=True)
+    fused = gradient.static(_per_row(True), BATCH)
+    for layout, gather in (("unrolled", False), ("scan", True)):
+        program = generic_program(fused, WEIGHTS, 3, BATCH, penalized=["coef"], l1=True,
+                                  l2=True, layout=layout, gather=gather)
+        assert "sample_weight" in (program.dataset if gather else program.data)
+        got = _run_program(program, loss, np.float64, l1, l2, gradient.unoptimized,
+                           weighted=True)
+        _check(*got, *expected)
+
+
+def test_penalties_are_active():
+    """The penalized runs differ from the plain one, and a strong L1 shrinks the
+    weights: the comparisons above would not notice a penalty that does nothing. (The
+    gradient step follows the soft threshold, so the thresholded zeros do not last.)"""
+    plain, _ = _reference("squared_error", "onnx", np.float64, 0.0, 0.0)
+    decayed, _ = _reference("squared_error", "onnx", np.float64, 0.0, 0.05)
+    sparse, _ = _reference("squared_error", "onnx", np.float64, 2.0, 0.0)
+    assert np.abs(plain[0] - decayed[0]).max() > 1e-3
+    assert np.abs(sparse[0]).sum() < 0.5 * np.abs(plain[0]).sum()
+    program = lean_program("squared_error", N_FEATURES, 3, BATCH, np.float64, l1=True)
+    got, _ = _run_program(program, "squared_error", np.float64, 2.0, 0.0)
+    np.testing.assert_allclose(got[0], sparse[0], rtol=1e-10, atol=1e-12)
+
+
+def test_reference_is_the_optimizer():
+    """The reference loop is what the optimizer does: one partial_fit epoch over the
+    permuted rows, without shuffling, gives the same weights and the mean of the same
+    batch losses."""
+    l1, l2 = PENALTIES["elastic"]
+    weights, losses = _reference("squared_error", "onnx", np.float64, l1, l2)
+    optimizer = OrtGradientForwardBackwardOptimizer(
+        _linear(np.float64), weights_to_train=WEIGHTS, batch_size=BATCH, shuffle=False,
+        learning_rate=RATE, learning_penalty=ElasticLearningPenalty(l1=l1, l2=l2, rows=ROWS),
+        learning_loss=LOSSES["squared_error"], backend="onnx",
+    )
+    data = _data("squared_error", np.float64)
+    optimizer.partial_fit(data["X"][ORDER], data["label"][ORDER])
+    for got, want in zip(optimizer.weights_, weights, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert optimizer.train_losses_[-1] == pytest.approx(losses.sum() / len(data["X"]),
+                                                       rel=1e-12)
+
+
+@pytest.mark.parametrize("backend", AVAILABLE)
+@pytest.mark.parametrize("loss", list(LOSSES))
+def test_float32_program(loss, backend):
+    """float32: the generic program does the per-batch arithmetic exactly (same graph,
+    same casts of eta, decay and threshold), bit for bit; the lean one regroups it
+    (eta times 1/b first, Softplus), rounding only."""
+    l1, l2 = PENALTIES["elastic"]
+    expected_weights, expected_losses = _reference(loss, backend, np.float32, l1, l2)
+    _, gradient = _gradient(loss, backend, np.float32)
+    fused = gradient.static(["X", "label"], BATCH)
+    for layout in LAYOUTS:
+        generic = generic_program(fused, WEIGHTS, 3, BATCH, penalized=["coef"], l1=True,
+                                  l2=True, layout=layout)
+        weights, losses = _run_program(generic, loss, np.float32, l1, l2,
+                                       gradient.unoptimized)
+        for got, want in zip(weights, expected_weights, strict=True):
+            np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(losses, expected_losses)
+        lean = lean_program(loss, N_FEATURES, 3, BATCH, np.float32, l1=True, l2=True,
+                            layout=layout)
+        weights, losses = _run_program(lean, loss, np.float32, l1, l2)
+        assert weights[0].dtype == np.float32 and losses.dtype == np.float32
+        for got, want in zip(weights, expected_weights, strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(losses, expected_losses, rtol=1e-5)
+
+
+def test_program_graphs():
+    """Standard operators only, and the node counts the design promises."""
+    def nodes(*args, **kwargs):
+        return len(lean_program(*args, layout="unrolled", **kwargs).model.graph.node)
+
+    program = lean_program("squared_error", N_FEATURES, 8, BATCH, layout="unrolled")
+    onnx.checker.check_model(program.model)
+    assert {op.domain for op in program.model.opset_import} == {""}
+    assert len(program.model.graph.node) == 8 * 6
+    assert nodes("log", N_FEATURES, 8, BATCH, l1=True, l2=True) == 8 * 12
+    assert nodes("log", N_FEATURES, 8, BATCH, np.float64) == 8 * 10
+    for layout in ("scan", "loop"):
+        folded = lean_program("squared_error", N_FEATURES, 8, BATCH, layout=layout)
+        onnx.checker.check_model(folded.model)
+        assert [node.op_type for node in folded.model.graph.node] == [layout.title()]
+    inputs = {i.name: i for i in program.model.graph.input}
+    rate = inputs["rate_r2__s0"].type.tensor_type.shape.dim
+    assert [d.dim_value for d in rate] == [1, 1]  # rank-matched with the [b, 1] residual
+
+
+def test_bad_arguments():
+    _, gradient = _gradient("squared_error", "onnx", np.float64)
+    fused = gradient.static(["X", "label"], BATCH)
+    with pytest.raises(ValueError, match="not inputs or outputs"):
+        generic_program(fused, ["coef", "nope"], 2, BATCH)
+    with pytest.raises(ValueError, match="not a batch of 5 rows"):
+        generic_program(fused, WEIGHTS, 2, 5)
+    with pytest.raises(ValueError, match="not trained weights"):
+        generic_program(fused, ["coef"], 2, BATCH, penalized=["intercept"])
+    with pytest.raises(ValueError, match="layout"):
+        lean_program("squared_error", N_FEATURES, 2, BATCH, layout="spiral")
+    with pytest.raises(ValueError, match="loss"):
+        lean_program("hinge", N_FEATURES, 2, BATCH)
+    program = lean_program("squared_error", N_FEATURES, 2, BATCH, layout="unrolled")
+    table = program.scalar_table(np.ones(3), np.ones(3))
+    weights = _initial(np.float32)
+    with pytest.raises(ValueError, match="count"):
+        program.feeds(_data("squared_error", np.float32), table, weights, 0, 3)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        program.feeds(_data("squared_error", np.float32), table,
+                      [np.ones((2 * N_FEATURES, 1), np.float32)[::2], weights[1]], 0, 2)
+    assert TensorProto.FLOAT == onnx_dtype(program.dtype)
