@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 import onnx
 from onnxruntime import InferenceSession
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, is_classifier
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
@@ -196,6 +196,9 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
 
     # Whether y may have several columns (validate_data's multi_output).
     _multi_output = False
+    # Sample weights: the weighted mean loss of a batch (scikit-learn's MLPs), or a
+    # weight scaling its row's step (scikit-learn's SGD), see the optimizer.
+    _weighted_mean = True
     # scikit-learn's error for partial_fit with early_stopping=True.
     _partial_fit_early_stopping = "early_stopping should be False with partial_fit"
 
@@ -475,6 +478,9 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         """
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="X does not have valid feature names")
+            if not is_classifier(self) and not np.isfinite(self.predict(X)).all():
+                # The optimizer stops on a non-finite score as on a diverged loss.
+                return math.nan
             return self.score(X, y, sample_weight=sample_weight)
 
     def _build_optimizer(self, n_features: int, n_samples: int, init: dict[str, Any]) -> None:
@@ -498,6 +504,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             penalized_weights=template.penalized,
             backend=self.backend,
             average=self._average(),
+            weighted_mean=self._weighted_mean,
         )
         self.loss_curve_ = []
         self.n_iter_ = 0

@@ -162,6 +162,8 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
     """What both SGD estimators share: scikit-learn's parameters and their objects."""
 
     _regression_only = True
+    # scikit-learn's SGD scales each sample's step by its weight.
+    _weighted_mean = False
 
     def _penalty(self, batch_size: int) -> BaseLearningPenalty:
         return sgd_penalty(self.penalty, self.alpha, self.l1_ratio, batch_size)

@@ -52,6 +52,11 @@ class MiniBatchLoader:
         another device it is called for every batch, since a device copy would be stale.
     weight_index : int, optional
         Position of the sample weights in ``arrays`` (None: every row weighs 1).
+    weighted_mean : bool, default=True
+        The output gradient of a batch (its scale) is one over its summed weights, the
+        gradient of the batch's weighted mean loss (True), or one over its rows, the
+        gradient of the mean over its rows of the weighted losses (False: a weight scales
+        its row's step, as in scikit-learn's SGD).
 
     Attributes
     ----------
@@ -70,8 +75,10 @@ class MiniBatchLoader:
         device: OrtDevice,
         tail: Callable[[], list[OrtValue]],
         weight_index: int | None = None,
+        weighted_mean: bool = True,
     ) -> None:
         self.n_rows = arrays[0].shape[0]
+        self.weighted_mean = weighted_mean
         self.batch_size = max(1, min(int(batch_size), self.n_rows))
         self.shuffle = shuffle
         self.random_state = random_state
@@ -181,9 +188,12 @@ class MiniBatchLoader:
         # A batch whose weights are all zero contributes no gradient; so does one whose
         # total is below the smallest normal float of the graph (its inverse overflows).
         tiny = np.finfo(self._scales.dtype).tiny
-        self._scales[:] = np.divide(
-            1.0, self.totals, out=np.zeros_like(self.totals), where=self.totals > tiny
-        )
+        if self.weighted_mean:
+            self._scales[:] = np.divide(
+                1.0, self.totals, out=np.zeros_like(self.totals), where=self.totals > tiny
+            )
+        else:
+            self._scales[:] = 1.0 / np.asarray(self.rows, dtype=np.float64)
 
     def epoch(self) -> Callable[[int], OrtValueVector]:
         """Start an epoch (a new permutation when shuffling); return ``feed(index)``.

@@ -346,6 +346,12 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         Gradient backend: ``"auto"`` (onnxruntime-training where it imports, else
         ``"onnx"``), ``"onnxruntime-training"`` or ``"onnx"``, see
         :func:`skl_ortgrad.gradient.resolve_backend`.
+    weighted_mean : bool
+        With sample weights :math:`s_i`, train on the gradient of the batch's weighted
+        mean loss :math:`\\sum s_i \\ell_i / \\sum s_i` (True), or of
+        :math:`\\sum s_i \\ell_i / n_B` (False): a weight then scales its row's step, as
+        in scikit-learn's SGD, and a batch whose rows share one weight moves that many
+        times further.
     average : bool or int
         Averaged SGD (scikit-learn's ``average``): also keep the running average of the
         weights after every update, counted per sample, from the ``average``-th sample on
@@ -405,6 +411,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         backend: str = "auto",
         external_data_dir: str | None = None,
         average: bool | int = False,
+        weighted_mean: bool = True,
     ) -> None:
         self.model_onnx = model_onnx
         self.weights_to_train = weights_to_train
@@ -432,6 +439,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         self.backend = backend
         self.external_data_dir = external_data_dir
         self.average = average
+        self.weighted_mean = weighted_mean
 
     def set_params(self, **params: Any) -> OrtGradientForwardBackwardOptimizer:
         """Set parameters (scikit-learn's ``set_params``, with a fast path).
@@ -695,7 +703,8 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         and feed vectors (see :meth:`MiniBatchLoader.refill`); it borrows the buffers of
         ``weights_``, so :meth:`_reset`, which replaces them, drops it.
         """
-        key = (int(self.batch_size), bool(self.shuffle), weighted, str(self.device))
+        key = (int(self.batch_size), bool(self.shuffle), weighted, str(self.device),
+               bool(self.weighted_mean))
         cached = self.__dict__.get("_last_loader")
         if cached is not None and cached[0] == key and cached[1].refill(arrays):
             return cached[1]
@@ -705,6 +714,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
             device,
             lambda: [OrtValue.ortvalue_from_numpy(w, device) for w in self.weights_],
             weight_index=2 if weighted else None,
+            weighted_mean=bool(self.weighted_mean),
         )
         self._last_loader = key, loader
         return loader
@@ -766,6 +776,18 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                             self.validation_losses_.append(monitored)
                         else:
                             score = float(val_scorer())
+                            if not math.isfinite(score):
+                                # Finite losses, but predictions beyond the dtype's range:
+                                # the epoch diverged.
+                                eta = self.learning_rate_.eta(self.t_)
+                                self.train_losses_.pop()
+                                self.epochs_completed_ = epoch
+                                self.set_checkpoint(snapshot)
+                                reason = DIVERGED
+                                self._diverged(_Diverged(
+                                    len(loader.rows) - 1, score, eta, loss,
+                                    what="the validation score is"))
+                                return epoch
                             self.validation_scores_.append(score)
                             monitored = -score
                     self._report(progress, loss)
@@ -1180,6 +1202,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         # Pickles older than the parameter read no external data, as its default.
         state.setdefault("external_data_dir", None)
         state.setdefault("average", False)
+        state.setdefault("weighted_mean", True)
         version = state.pop("_skl_ortgrad_version", None)
         state_format = state.pop("_state_format", 1)  # pickles older than the field: 1
         current = _version.__version__

@@ -98,6 +98,24 @@ def test_batch_size_one_is_scikit_learns_per_sample_sgd(ours, theirs, loss, sche
     np.testing.assert_allclose(model.intercept_, reference.intercept_, rtol=1e-9, atol=1e-9)
 
 
+def test_sample_and_class_weights_scale_each_samples_step_like_scikit_learn():
+    X, y = _scaled(load_breast_cancer)
+    X, y = X[:150], y[:150]
+    weights = np.random.RandomState(0).uniform(0, 3, len(y))
+    params = {"loss": "log_loss", "shuffle": False, "max_iter": 3, "tol": None,
+              "class_weight": {0: 0.2, 1: 2.0}}
+    reference = SGDClassifier(**params).fit(X, y, sample_weight=weights)
+    model = OnnxSGDClassifier(**params, batch_size=1, dtype=np.float64).fit(
+        X, y, sample_weight=weights)
+    np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-9, atol=1e-9)
+    # With batches, a batch whose rows share one weight moves that many times further.
+    X, y = _scaled(load_diabetes)
+    one, three = (OnnxSGDRegressor(max_iter=1, tol=None, shuffle=False, dtype=np.float64,
+                                   learning_rate="constant", eta0=1e-4)
+                  .fit(X, y, sample_weight=np.full(len(y), w)) for w in (1.0, 3.0))
+    assert np.abs(three.intercept_) > 2.5 * np.abs(one.intercept_)
+
+
 @pytest.mark.parametrize("average", [True, 7, 100_000])
 def test_averaged_sgd_is_scikit_learns(average):
     X, y = _scaled(load_diabetes)

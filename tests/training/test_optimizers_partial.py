@@ -108,6 +108,20 @@ def test_uniform_weights_change_nothing(linear_onnx, regression_data):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+def test_weights_scale_the_step_without_the_weighted_mean(linear_onnx, regression_data):
+    """weighted_mean=False (scikit-learn's SGD): a constant weight w is w times the step."""
+    X, y = regression_data
+    common = dict(max_iter=1, batch_size=16, shuffle=False,
+                  learning_rate=LearningRateSGD(eta0=0.01, learning_rate="constant"))
+    doubled = OrtGradientForwardBackwardOptimizer(linear_onnx, weighted_mean=False, **common)
+    doubled.fit(X, y, sample_weight=np.full(X.shape[0], 2.0))
+    step = OrtGradientForwardBackwardOptimizer(
+        linear_onnx, **{**common, "learning_rate": LearningRateSGD(
+            eta0=0.02, learning_rate="constant")}).fit(X, y)
+    for a, b in zip(doubled.weights_, step.weights_, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_integer_weights_equal_repeated_rows(linear_onnx, regression_data):
     X, y = regression_data
     counts = np.random.RandomState(0).randint(0, 3, X.shape[0])
@@ -193,6 +207,20 @@ def test_tol_stops_and_validation_is_recorded(linear_onnx, regression_data):
     assert 3 < opt.n_iter_ < 500
     assert len(opt.validation_losses_) == opt.n_iter_
     assert opt.validation_losses_[-1] < 1e-2
+
+
+def test_a_non_finite_validation_score_is_a_divergence(linear_onnx, regression_data):
+    """Finite losses but predictions beyond the dtype's range: the epoch is undone."""
+    X, y = regression_data
+    opt = OrtGradientForwardBackwardOptimizer(
+        linear_onnx, max_iter=3, random_state=0,
+        learning_rate=LearningRateSGD(eta0=0.01, learning_rate="constant"),
+    )
+    scores = iter([0.5, np.nan])
+    with pytest.raises(ConvergenceError, match=r"diverged at epoch 2.*validation score is nan"):
+        opt.fit(X, y, X_val=X, y_val=y, val_scorer=lambda: next(scores))
+    assert opt.n_iter_ == 1 and len(opt.train_losses_) == 1
+    assert opt.validation_scores_ == [0.5]
 
 
 def test_divergence_raises_and_keeps_last_finite_epoch(linear_onnx, regression_data):
