@@ -52,10 +52,6 @@ OUTCOMES = ["passed", "failed", "error", "skipped", "not applicable"]
 MESSAGE_WIDTH = 150
 
 INTRO = """\
----
-orphan: true
----
-
 # scikit-learn's own tests
 
 How far are the estimators from drop-in replacements? `bench/sklearn_drop_in.py` runs two
