@@ -277,11 +277,15 @@ def _margin(g: _GraphBuilder, label: str, prediction: str) -> str:
 
 def _hinge(g: _GraphBuilder, label: str, prediction: str, threshold: float = 1.0) -> str:
     """:math:`z = (2y - 1)s`, :math:`\\ell = \\max(0, t - z)`, :math:`t` = ``threshold``
-    (0 gives the perceptron loss)."""
+    (0 gives the perceptron loss), as :math:`(t - z)\\, [z \\le t]`: the indicator has no
+    gradient, so at :math:`z = t` the derivative is scikit-learn's :math:`-(2y - 1)`
+    (a perceptron started from zero weights has every first margin there)."""
     if threshold < 0:
         raise ValueError(f"hinge losses need threshold >= 0, got {threshold}.")
     z = _margin(g, label, prediction)
-    return _relu(g, g.op("Sub", g.const(threshold), z))
+    t = g.const(threshold)
+    costs = g.op("Cast", g.op("LessOrEqual", z, t), to=onnx_dtype(g.dtype))
+    return g.op("Mul", g.op("Sub", t, z), costs)
 
 
 def _squared_hinge(g: _GraphBuilder, label: str, prediction: str, threshold: float = 1.0) -> str:

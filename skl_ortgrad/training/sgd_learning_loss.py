@@ -473,13 +473,11 @@ class HingeLearningLoss(BaseLearningLoss):
     .. math::
 
         \ell(y, s) = \max(0, t - z), \qquad
-        \frac{\partial \ell}{\partial s} = \begin{cases} -(2y - 1) & z < t \\ 0 & z > t
+        \frac{\partial \ell}{\partial s} = \begin{cases} -(2y - 1) & z \le t \\ 0 & z > t
         \end{cases}
 
-    At :math:`z = t` the gradient is :math:`-(2y - 1) / 2`, the mean of both sides
-    (onnxruntime's ``Abs`` gradient takes :math:`\operatorname{sign}(0) = 0`), where
-    scikit-learn takes :math:`-(2y - 1)`. This matters for the perceptron started from zero
-    weights, whose first scores are exactly 0.
+    as scikit-learn's, the kink :math:`z = t` included (it matters for the perceptron
+    started from zero weights, whose first scores are exactly 0).
 
     Parameters
     ----------

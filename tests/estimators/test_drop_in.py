@@ -77,7 +77,7 @@ _CASES = [
     if (loss, schedule) != ("squared_error", "optimal")
 ] + [
     (OnnxSGDClassifier, SGDClassifier, loss, schedule)
-    for loss in ("hinge", "log_loss", "modified_huber")
+    for loss in ("hinge", "perceptron", "log_loss", "modified_huber")
     for schedule in ("constant", "invscaling", "adaptive", "optimal")
 ]
 

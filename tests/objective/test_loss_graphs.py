@@ -227,15 +227,15 @@ def test_unknown_kind_and_parameter():
         build_loss_graph("squared_epsilon_insensitive", epsilon=-0.1)
 
 
-_ELEMENTWISE = {"Add", "Sub", "Mul", "Div"}
+_ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "LessOrEqual"}
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("kind", "params"), PARAMS)
 def test_constants_have_the_rank_of_the_tensors_they_meet(kind, params, dtype):
-    """Float constants of Add/Sub/Mul/Div are [1, 1], never 0-d or [1]: onnxruntime's CPU
-    kernels broadcast a 0-d constant against [N, K] on a path 12x slower (8 µs per 1000
-    elements). Clip's bounds stay 0-d, as the operator requires."""
+    """Float constants of Add/Sub/Mul/Div/LessOrEqual are [1, 1], never 0-d or [1]:
+    onnxruntime's CPU kernels broadcast a 0-d constant against [N, K] on a path 12x slower
+    (8 µs per 1000 elements). Clip's bounds stay 0-d, as the operator requires."""
     graph = build_loss_graph(kind, dtype=dtype, **params).graph
     shapes = {init.name: list(init.dims) for init in graph.initializer
               if init.data_type in (1, 11)}  # float, double
