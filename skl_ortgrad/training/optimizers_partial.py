@@ -75,7 +75,12 @@ from skl_ortgrad.runtime.devices import device_providers, log_severity, ort_devi
 from skl_ortgrad.runtime.options import session_options, unoptimized_session_options
 from skl_ortgrad.runtime.sessions import cached_session
 from skl_ortgrad.runtime.step import OrtGradientStep
-from skl_ortgrad.training.program import StepProgram, generic_program
+from skl_ortgrad.training.program import (
+    StepProgram,
+    generic_program,
+    lean_program,
+    linear_features,
+)
 from skl_ortgrad.training.progress import (
     CONVERGED,
     DIVERGED,
@@ -86,7 +91,11 @@ from skl_ortgrad.training.progress import (
     TrainingProgress,
 )
 from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
-from skl_ortgrad.training.sgd_learning_loss import BaseLearningLoss
+from skl_ortgrad.training.sgd_learning_loss import (
+    BaseLearningLoss,
+    NegLogLearningLoss,
+    SquareLearningLoss,
+)
 from skl_ortgrad.training.sgd_learning_penalty import (
     BaseLearningPenalty,
     ElasticLearningPenalty,
@@ -851,10 +860,11 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         and the in-place updates of steppers validated once per epoch; the schedule is
         computed for the whole epoch at once. Where the training program applies
         (:meth:`_program`), the full batches run ``_PROGRAM_STEPS`` per call instead,
-        with the same arithmetic: a chunk's new weights replace the weights only if all
-        its losses are finite; otherwise the chunk is replayed batch by batch, which
-        stops at the exact batch with the per-batch path's state and message. Ctrl-C
-        is honoured at the next chunk boundary.
+        computing the same updates (to rounding, see :meth:`_build_program`): a chunk's
+        new weights replace the weights only if all its losses are finite; otherwise
+        the chunk is replayed batch by batch, which stops at the exact batch with the
+        per-batch path's state and message. Ctrl-C is honoured at the next chunk
+        boundary.
 
         Raises :class:`_Diverged` on a non-finite batch loss (before any update), and
         wraps an exception raised while the weights were being updated in
@@ -963,12 +973,11 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         (``LearningRateSGD``, possibly in a ``ScaledLearningRate``), no penalty or the
         elastic one, no averaging, ``verbose < 2`` (no per-batch report), and the stock
         per-batch pieces (:data:`_PROGRAM_PIECES`). The program (a ``Scan`` of
-        ``_PROGRAM_STEPS`` steps of the engine's static gradient graph plus the updates,
-        :func:`~skl_ortgrad.training.program.generic_program`) and its session are built
+        ``_PROGRAM_STEPS`` steps, :meth:`_build_program`) and its session are built
         once per engine and configuration; its feeds are bound once per loader.
         """
         size = int(self.batch_size)
-        full = sum(1 for n in loader.rows if n == size)
+        full = loader.rows.count(size)
         rate, penalty = self.learning_rate_, self.learning_penalty_
         inner = rate.learning_rate if isinstance(rate, ScaledLearningRate) else rate
         if (
@@ -1005,22 +1014,73 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         self, engine: OrtGradientForwardBackward, size: int, steps: int,
         penalized: tuple[str, ...], l1: bool, l2: bool,
     ) -> tuple[StepProgram, InferenceSession] | None:
-        """The program of ``steps`` batches of ``size`` rows on ``engine``'s static
-        gradient graph, and its session (the step's options); None for a gradient graph
-        the program cannot hold (control flow)."""
+        """The program of ``steps`` batches of ``size`` rows and its session (the step's
+        options); None for a gradient graph the program cannot hold (control flow).
+
+        The hand-written linear step (:func:`~skl_ortgrad.training.program.lean_program`,
+        7-13 nodes instead of the gradient graph's 30-odd; equal to rounding in float32,
+        not bit for bit) where it computes the same function (:meth:`_lean_loss`), else
+        ``engine``'s static gradient graph plus the updates
+        (:func:`~skl_ortgrad.training.program.generic_program`).
+        """
+        lean = self._lean_loss(engine, penalized, l1 or l2)
         try:
-            program = generic_program(
-                engine.step_function(size).model, self.weights_to_train_, steps, size,
-                penalized=penalized, l1=l1, l2=l2, layout="scan", loss=LOSS_NAME,
-            )
+            if lean is not None:
+                coef = self.weights_[0]
+                program = lean_program(
+                    lean, coef.shape[0], steps, size, dtype=coef.dtype, l1=l1, l2=l2,
+                    layout="scan", weights=tuple(self.weights_to_train_),
+                    features=engine.cls_type_.input_names[0],
+                    label=engine.cls_type_.input_names[1],
+                    sample_weight=(engine.cls_type_.input_names[2:] or [None])[0],
+                )
+            else:
+                program = generic_program(
+                    engine.step_function(size).model, self.weights_to_train_, steps, size,
+                    penalized=penalized, l1=l1, l2=l2, layout="scan", loss=LOSS_NAME,
+                )
         except ValueError:
             return None
         options = session_options(self.n_threads, log_severity(self.enable_logging,
                                                                self.verbose))
-        if engine.gradient_.unoptimized:
+        if lean is None and engine.gradient_.unoptimized:
             options = unoptimized_session_options(options)
         return program, cached_session(program.model, options,
                                        device_providers(self.device))
+
+    def _lean_loss(
+        self, engine: OrtGradientForwardBackward, penalized: tuple[str, ...], penalty: bool
+    ) -> str | None:
+        r"""The :func:`~skl_ortgrad.training.program.lean_program` loss computing what the
+        engine's gradient graph computes, or None.
+
+        Its model must be the linear score :math:`s = XW + b` with the trained weights
+        ``(W, b)``, in that order (:func:`~skl_ortgrad.training.program.linear_features`),
+        the engine's inputs the features, the label and possibly the sample weights, the
+        penalty (if any) on :math:`W` alone, the loss exactly ``SquareLearningLoss`` or
+        ``NegLogLearningLoss(eps=0, probability_function='sigmoid')``, whose gradient
+        in :math:`s` is the residual :math:`s - y` or :math:`\sigma(s) - y`, and the
+        weights float32 or float64.
+        """
+        loss = self.learning_loss_
+        if type(loss) is SquareLearningLoss:
+            kind = "squared_error"
+        elif (type(loss) is NegLogLearningLoss and loss.probability_function == "sigmoid"
+              and loss.eps == 0):
+            kind = "log"
+        else:
+            return None
+        names = self.weights_to_train_
+        features = linear_features(
+            check_external_data(self.model_onnx, self.external_data_dir), names)
+        if (
+            features is None or len(engine.cls_type_.input_names) not in (2, 3)
+            or engine.cls_type_.input_names[0] != features
+            or (penalty and penalized != (names[0],))
+            or self.weights_[0].dtype not in (np.float32, np.float64)
+        ):
+            return None
+        return kind
 
     def _averager(self) -> Any:
         r"""``average(t, n)``: fold the weights after a batch of ``n`` rows starting at

@@ -139,3 +139,25 @@ def test_refill_without_shuffle_only_takes_the_same_arrays():
     assert loader.refill([X, y.reshape((-1, 1)), w])  # a new view of the same memory
     loader.epoch()
     np.testing.assert_array_equal(loader.totals, [8, 2])
+
+
+def test_feed_vectors_are_built_on_first_use(monkeypatch):
+    """An epoch whose batches are read another way (the training program reads the
+    buffers) builds no feed vector; a batch fed builds its own only, once."""
+    built = []
+    vector = MiniBatchLoader._vector
+
+    def counted(self, index):
+        built.append(index)
+        return vector(self, index)
+
+    monkeypatch.setattr(MiniBatchLoader, "_vector", counted)
+    X = np.arange(16, dtype=np.float32).reshape((-1, 2))
+    loader = MiniBatchLoader([X, X[:, :1].copy()], 2, True, np.random.RandomState(1), CPU, list)
+    loader.epoch()
+    assert built == []
+    feed = loader.epoch()
+    first = feed(2)
+    assert feed(2) is first
+    assert loader.epoch()(2) is first
+    assert built == [2]
