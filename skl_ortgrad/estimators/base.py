@@ -20,6 +20,7 @@ import onnx
 from onnxruntime import InferenceSession
 from sklearn.base import BaseEstimator, is_classifier
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import accuracy_score, r2_score
 from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -471,17 +472,21 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
                 y[validation], weights[1])
 
     def _validation_score(self, X: Any, y: Any, sample_weight: Any) -> float:
-        """:meth:`score` on the validation rows (weighted as scikit-learn weighs them).
+        """The mixins' :meth:`score` (accuracy or R²) on the validation rows, weighted as
+        scikit-learn weighs them, from one prediction.
 
-        They went through ``validate_data`` with the training data: their feature names
-        are gone, which ``score`` would report at every epoch.
+        The rows went through ``validate_data`` with the training data: their feature
+        names are gone, which ``predict`` would report at every epoch.
         """
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="X does not have valid feature names")
-            if not is_classifier(self) and not np.isfinite(self.predict(X)).all():
-                # The optimizer stops on a non-finite score as on a diverged loss.
-                return math.nan
-            return self.score(X, y, sample_weight=sample_weight)
+            prediction = self.predict(X)
+        if is_classifier(self):
+            return float(accuracy_score(y, prediction, sample_weight=sample_weight))
+        if not np.isfinite(prediction).all():
+            # The optimizer stops on a non-finite score as on a diverged loss.
+            return math.nan
+        return float(r2_score(y, prediction, sample_weight=sample_weight))
 
     def _build_optimizer(self, n_features: int, n_samples: int, init: dict[str, Any]) -> None:
         template = self._template(n_features, self._dtype())

@@ -20,14 +20,13 @@ resume with it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import onnx
 
-from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate
+from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate, _positive
 
 # scikit-learn's 'adaptive' schedules stop dividing the rate below this value.
 _SMALLEST_ADAPTIVE_ETA = 1e-6
@@ -67,12 +66,12 @@ class ScaledLearningRate(BaseLearningRate):
             raise ValueError(
                 f"learning_rate must be a BaseLearningRate, got {self.learning_rate!r}."
             )
-        if not (isinstance(self.scale, (int, float)) and 0 < self.scale < math.inf):
+        if not _positive(self.scale):
             raise ValueError(f"scale must be a finite number > 0, got {self.scale!r}.")
-        if self.max_eta is not None and not (
-            isinstance(self.max_eta, (int, float)) and self.max_eta > 0
-        ):
-            raise ValueError(f"max_eta must be None or a number > 0, got {self.max_eta!r}.")
+        if self.max_eta is not None and not _positive(self.max_eta):
+            raise ValueError(
+                f"max_eta must be None or a finite number > 0, got {self.max_eta!r}."
+            )
 
     def _inner_state(self, state: list[np.ndarray]) -> list[np.ndarray]:
         return state[:-1] if self.adaptive else state
