@@ -37,7 +37,7 @@ SUITES = [
     ("3. MLP", bench_mlp),
     ("4. Fixed cost per step", bench_step),
     ("5. The floor", bench_floor),
-    ("6. Gradient backends", bench_backends),
+    ("6. Defaults, both gradient backends", bench_backends),
     ("7. Small fits", bench_small_fit),
 ]
 

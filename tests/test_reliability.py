@@ -219,9 +219,12 @@ def test_divergence_stops_within_the_batch(monkeypatch, estimator):
     assert np.isfinite(float(match[4])) and np.isfinite(float(match[5]))
     assert float(match[5]) == pytest.approx(model.loss_curve_[-1], rel=1e-6)
 
-    # The weights, t_ and n_iter_ of the end of epoch 2.
+    # The weights, t_ and n_iter_ of the end of epoch 2, on the same (per-batch) path:
+    # the instrumented steps kept the training program off.
     monkeypatch.undo()
-    expected = _model(estimator, max_iter=2, penalty=None).fit(X, Y)
+    with monkeypatch.context() as patch:
+        patch.setattr(optimizers_partial, "_PROGRAM_STEPS", 1)
+        expected = _model(estimator, max_iter=2, penalty=None).fit(X, Y)
     _assert_weights(_weights(model), _weights(expected))
     assert (model.n_iter_, model.t_, len(model.loss_curve_)) == (2, expected.t_, 2)
     np.testing.assert_array_equal(model.predict(X), expected.predict(X))
@@ -403,7 +406,11 @@ def test_exception_tearing_an_update_rolls_back_to_the_epoch_start(
 
 def test_interrupted_partial_fit_keeps_completed_batches(monkeypatch, reference):
     model = _model(OnnxSGDRegressor)
-    _partial_fit(model, X, Y)
+    # Per batch, as the reference (its snapshots instrument every step): the training
+    # program would give the same weights to rounding only.
+    with monkeypatch.context() as patch:
+        patch.setattr(optimizers_partial, "_PROGRAM_STEPS", 1)
+        _partial_fit(model, X, Y)
     def interrupt(k):
         if k == 6:
             raise KeyboardInterrupt

@@ -119,6 +119,7 @@ class MiniBatchLoader:
             sizes = {stop - start for start, stop in self._bounds}
             self._x_batches = {n: np.empty((n, x.shape[1]), dtype=x.dtype) for n in sizes}
         self._order = np.arange(self.n_rows)
+        self._pending = False
         self._feeds: _LazyFeeds | None = None
         # Position of the weights among the dense buffers (X may be sparse, not among them).
         self._weight_buffer = (
@@ -185,14 +186,54 @@ class MiniBatchLoader:
         vect.push_back(OrtValue.ortvalue_from_numpy(scale, self.device))
         return vect
 
-    def _permute(self) -> None:
+    def _permute(self, features: bool) -> None:
         self._order = self.random_state.permutation(self.n_rows)
-        for source, buffer in zip(self._dense, self._buffers, strict=True):
-            # mode="clip" skips the bounds check (a permutation is in range): 2.5x faster.
-            np.take(source, self._order, axis=0, out=buffer, mode="clip")
+        # The features wait when not asked for (see fill_features).
+        self._pending = not features and not self._sparse
+        for source, buffer in list(zip(self._dense, self._buffers, strict=True))[
+                int(self._pending):]:
+            self._take(source, buffer)
         if self._weight_buffer is not None:
             # Without sample weights the totals are row counts: no permutation changes them.
             self._update_scales()
+
+    def _take(self, source: np.ndarray, buffer: np.ndarray) -> None:
+        # mode="clip" skips the bounds check (a permutation is in range): 2.5x faster.
+        np.take(source, self._order, axis=0, out=buffer, mode="clip")
+
+    def fill_features(self) -> None:
+        """Copy this epoch's permuted features into their buffer if :meth:`epoch` was
+        told to leave them (a no-op otherwise): before feeding any batch."""
+        if self._pending:
+            self._take(self._dense[0], self._buffers[0])
+            self._pending = False
+
+    @property
+    def order(self) -> np.ndarray:
+        """The rows of the epoch in batch order (indices into the arrays served)."""
+        return self._order
+
+    @property
+    def features(self) -> np.ndarray:
+        """The dense features as given (not permuted)."""
+        return self._dense[0]
+
+    @property
+    def per_row(self) -> list[np.ndarray]:
+        """The epoch's permuted dense arrays (features, labels, sample weights), in
+        batch order; the features only once filled (:meth:`fill_features`)."""
+        return self._buffers
+
+    @property
+    def scales(self) -> np.ndarray:
+        r"""The output gradient of every batch of the epoch:
+        :math:`1 / \sum_{i \in B} s_i` (or 1 / its rows, see ``weighted_mean``)."""
+        return self._scales
+
+    @property
+    def sparse(self) -> bool:
+        """Whether the features are a scipy sparse matrix."""
+        return self._sparse
 
     def _update_scales(self) -> None:
         """Batch totals (rows or summed weights) and their inverses, in place."""
@@ -211,16 +252,20 @@ class MiniBatchLoader:
         else:
             self._scales[:] = 1.0 / np.asarray(self.rows, dtype=np.float64)
 
-    def epoch(self) -> Callable[[int], OrtValueVector]:
+    def epoch(self, features: bool = True) -> Callable[[int], OrtValueVector]:
         """Start an epoch (a new permutation when shuffling); return ``feed(index)``.
 
         ``feed(index)`` gives the feed vector of batch ``index``; on the CPU each
         vector is built the first time its batch is fed and reused at every epoch (its
         buffers are refilled in place), so for dense data ``feed`` is then a plain
         dictionary lookup.
+
+        With ``features=False`` the permuted copy of dense features waits for
+        :meth:`fill_features`: a caller reading the rows by :attr:`order` from
+        :attr:`features` skips it (2.9 ms for 50k x 100 float32, measured).
         """
         if self.shuffle:
-            self._permute()
+            self._permute(features)
         if not self._reuse:
             return self._device_feed
         if self._feeds is None:

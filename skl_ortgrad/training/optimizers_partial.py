@@ -53,8 +53,8 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import numpy_helper
-from onnxruntime import InferenceSession, RunOptions
-from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
+from onnxruntime import InferenceSession
+from onnxruntime.capi._pybind_state import OrtValue
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
@@ -73,13 +73,15 @@ from skl_ortgrad.objective.merge import merge_loss_graph
 from skl_ortgrad.runtime.batches import MiniBatchLoader
 from skl_ortgrad.runtime.devices import device_providers, log_severity, ort_device, parse_device
 from skl_ortgrad.runtime.options import session_options, unoptimized_session_options
+from skl_ortgrad.runtime.program_run import LinearProgramRun, ProgramRun
 from skl_ortgrad.runtime.sessions import cached_session
 from skl_ortgrad.runtime.step import OrtGradientStep
 from skl_ortgrad.training.program import (
+    LinearProgram,
     StepProgram,
     generic_program,
-    lean_program,
     linear_features,
+    linear_program,
 )
 from skl_ortgrad.training.progress import (
     CONVERGED,
@@ -93,6 +95,7 @@ from skl_ortgrad.training.progress import (
 from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
 from skl_ortgrad.training.sgd_learning_loss import (
     BaseLearningLoss,
+    HingeLearningLoss,
     NegLogLearningLoss,
     SquareLearningLoss,
 )
@@ -156,9 +159,13 @@ def _param_names(cls: type) -> list[str]:
 #: chunks, stays immediate.
 _PROGRAM_STEPS = 32
 #: Fewer full batches in an epoch run per batch: writing the epoch's per-step scalars
-#: costs tens of µs, more than the calls a short epoch saves (measured: ``partial_fit``
-#: of 200 rows 1.06x slower with the program, 500 rows even, 2000 rows 0.88x).
+#: costs tens of µs, more than the calls a short epoch saves (measured, generic program:
+#: ``partial_fit`` of 200 rows 1.06x slower with the program, 500 rows even, 2000 rows
+#: 0.88x). The linear program runs the whole epoch, the short last batch included, in
+#: one call per chunk: it pays from 4 full batches (measured, binary hinge, 30 features:
+#: 200 rows even, 500 rows 0.91x, 2000 rows 0.73x).
 _PROGRAM_MIN_BATCHES = 16
+_LINEAR_MIN_BATCHES = 4
 #: The per-batch pieces the program computes in its graph: the step's run and the
 #: updates of plain SGD and of the elastic penalty. Captured at import: when any of them
 #: is replaced afterwards (a subclass overriding it, an instrumented method), the
@@ -168,84 +175,6 @@ _PROGRAM_PIECES = {
     "rates": (LearningRateSGD.stepper, ScaledLearningRate.stepper),
     "penalties": (ElasticLearningPenalty.stepper, NoLearningPenalty.stepper),
 }
-
-
-class _ProgramRun:
-    r"""A training program (:mod:`skl_ortgrad.training.program`) bound to the buffers
-    of one loader: the per-row arrays of the epoch, the weights, and the per-step
-    scalars of :meth:`StepProgram.scalar_table`, refilled in place at every epoch.
-
-    The batches of ``batch_rows`` rows at the start of the epoch (all of them but a
-    shorter last one) run in chunks of up to ``program.steps`` batches per call; the
-    new weights go to buffers of their own, copied into the weights by the caller once
-    the chunk's losses are known to be finite.
-
-    Parameters
-    ----------
-    program : StepProgram
-        A ``"scan"`` program without ``gather`` (a chunk of any length runs).
-    session : InferenceSession
-        Its session.
-    per_row : dict of str to numpy.ndarray
-        The epoch's rows of every per-row input, in batch order, at fixed addresses.
-    weights : list of numpy.ndarray
-        The weights, in the program's order.
-    n_batches : int
-        Full batches of the epoch (the program's part of it).
-    """
-
-    def __init__(self, program: StepProgram, session: InferenceSession,
-                 per_row: dict[str, np.ndarray], weights: list[np.ndarray],
-                 n_batches: int) -> None:
-        self.program, self._session = program, session
-        k = program.steps
-        self.chunks = [(first, min(k, n_batches - first)) for first in range(0, n_batches, k)]
-        self.table = program.scalar_table(np.zeros(n_batches), np.zeros(n_batches))
-        self.new_weights = [np.empty_like(w) for w in weights]
-        self.losses = np.empty(n_batches, dtype=program.dtype)
-        self._inputs = [i.name for i in session.get_inputs()]
-        self._outputs = [o.name for o in session.get_outputs()]
-        cpu = OrtDevice(OrtDevice.cpu(), OrtDevice.default_memory(), 0)
-        self._devices = [cpu] * len(self._outputs)
-        # OrtValue borrows numpy memory without holding a reference: keep the views.
-        self._views: list[np.ndarray] = []
-        self._feeds, self._fetches = [], []
-        for first, count in self.chunks:
-            feeds = program.feeds(per_row, self.table, weights, first, count)
-            fetches = program.fetches(self.losses[first:first + count], self.new_weights,
-                                      count)
-            self._feeds.append(self._vector([feeds[name] for name in self._inputs], cpu))
-            self._fetches.append(self._vector([fetches[name] for name in self._outputs], cpu))
-        self._run_options = RunOptions()
-
-    def _vector(self, arrays: list[np.ndarray], device: OrtDevice) -> OrtValueVector:
-        self._views.extend(arrays)
-        vector = OrtValueVector()
-        for array in arrays:
-            vector.push_back(OrtValue.ortvalue_from_numpy(array, device))
-        return vector
-
-    def schedule(self, etas: list[float], scales: np.ndarray,
-                 penalty: BaseLearningPenalty) -> None:
-        """Write the epoch's per-step scalars into the bound table: the learning rates
-        and output gradients of the program's batches, the penalty's decay and
-        threshold."""
-        n = len(self.losses)
-        l1, l2, rows = (
-            (float(penalty.l1), float(penalty.l2), int(penalty.rows))
-            if isinstance(penalty, ElasticLearningPenalty) else (0.0, 0.0, 1)
-        )
-        table = self.program.scalar_table(etas[:n], scales[:n], l1, l2, rows)
-        for name, column in table.items():
-            np.copyto(self.table[name], column)
-
-    def run(self, chunk: int) -> None:
-        """Run chunk ``chunk``: its losses into ``losses``, the weights after its last
-        batch into ``new_weights``."""
-        self._session._sess.run_with_ortvaluevector(
-            self._run_options, self._inputs, self._feeds[chunk], self._outputs,
-            self._fetches[chunk], self._devices,
-        )
 
 
 class _DeferredInterrupt:
@@ -871,16 +800,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         :class:`_TornUpdate` (some weights may have moved, others not).
         """
         rows = loader.rows
-        # A static step for batch_size rows, the general one for any other count (the
-        # last batch, calls with fewer rows): two sessions at most, whatever the stream.
-        size = int(self.batch_size)
-        steps = {n: engine.step_function(size if n == size else None) for n in set(rows)}
-        runs = [steps[n].run for n in rows]
-        # All the steps of an engine write into the same buffers.
-        loss_buffer, *gradients = steps[rows[0]].outputs
         weights = self.weights_
-        step = self.learning_rate_.stepper(weights, gradients, self.lr_state_)
-        decay = self.learning_penalty_.stepper(self._penalized())
         average = self._averager() if self.average else None
         # The schedule at the t of every batch; Python floats keep float32 updates float32.
         starts = self.t_ + np.concatenate(([0], np.cumsum(rows[:-1], dtype=np.int64)))
@@ -888,7 +808,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
             self.learning_rate_.schedule(starts) * self.learning_rate_.eta_factor(self.lr_state_)
         ).tolist()
         program = self._program(engine, loader)
-        feed = loader.epoch()
+        feed = loader.epoch(features=program is None or program.needs_features)
         totals = loader.totals
         total, previous = 0.0, None
         updating = False
@@ -896,9 +816,18 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         detail = BatchProgress(len(rows), len(self.train_losses_) + 1) if (
             self.verbose >= 2) else None
 
+        pieces: list[Any] = []
+
         def batches(first: int, stop: int) -> None:
             """The per-batch path over batches ``first .. stop - 1``."""
             nonlocal total, previous, updating
+            if first >= stop:
+                return
+            loader.fill_features()
+            if not pieces:
+                # Built on first use: a program running the whole epoch needs none.
+                pieces.extend(self._per_batch_pieces(engine, rows))
+            runs, loss_buffer, step, decay = pieces
             for batch in range(first, stop):
                 if interrupt.pending:
                     # Ctrl-C arrived during the previous batch: stop at its end.
@@ -925,14 +854,15 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
             if program is None:
                 batches(0, len(rows))
             else:
-                # The loader's scales: 1 / the rows or summed sample weights of every
-                # batch of this epoch (its own rule for batches weighing nothing).
-                program.schedule(etas, loader._scales, self.learning_penalty_)
+                penalty = self.learning_penalty_
+                program.schedule(etas, loader, *(
+                    (float(penalty.l1), float(penalty.l2), int(penalty.rows))
+                    if isinstance(penalty, ElasticLearningPenalty) else (0.0, 0.0, 1)))
                 for chunk, (first, count) in enumerate(program.chunks):
                     if interrupt.pending:
                         raise KeyboardInterrupt
                     program.run(chunk)
-                    losses = program.losses[first:first + count].tolist()
+                    losses = program.losses(chunk)
                     if not all(map(math.isfinite, losses)):
                         # The weights are untouched: the per-batch path finds the batch.
                         batches(first, first + count)
@@ -940,13 +870,13 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                     updating = True
                     for weight, new in zip(weights, program.new_weights, strict=True):
                         np.copyto(weight, new)
-                    self.t_ += count * size
+                    self.t_ += sum(rows[first:first + count])
                     updating = False
                     # One by one, as the per-batch path sums them: the same epoch loss.
                     for loss in losses:
                         total += loss
                     previous = losses[-1]
-                batches(len(program.losses), len(rows))
+                batches(program.n_batches, len(rows))
         except BaseException as exc:
             if updating:
                 raise _TornUpdate() from exc
@@ -961,28 +891,43 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         weight_sum = float(totals.sum())
         return total / weight_sum if weight_sum else 0.0
 
+    def _per_batch_pieces(self, engine: OrtGradientForwardBackward,
+                          rows: list[int]) -> tuple[list[Any], np.ndarray, Any, Any]:
+        """What the per-batch path runs: the step's ``run`` of every batch, the loss
+        buffer, and the rate's and the penalty's steppers (validated here)."""
+        # A static step for batch_size rows, the general one for any other count (the
+        # last batch, calls with fewer rows): two sessions at most, whatever the stream.
+        size = int(self.batch_size)
+        steps = {n: engine.step_function(size if n == size else None) for n in set(rows)}
+        # All the steps of an engine write into the same buffers.
+        loss_buffer, *gradients = steps[rows[0]].outputs
+        return ([steps[n].run for n in rows], loss_buffer,
+                self.learning_rate_.stepper(self.weights_, gradients, self.lr_state_),
+                self.learning_penalty_.stepper(self._penalized()))
+
     def _program(
         self, engine: OrtGradientForwardBackward, loader: MiniBatchLoader
-    ) -> _ProgramRun | None:
+    ) -> ProgramRun | None:
         """The training program bound to ``loader``, or None where the per-batch path
         must run.
 
-        It applies where it computes exactly what the per-batch loop computes: on the
-        CPU, dense data, at least ``_PROGRAM_MIN_BATCHES`` full batches, the update of
-        plain SGD
+        It applies where it computes what the per-batch loop computes: on the CPU, dense
+        data, at least ``_LINEAR_MIN_BATCHES`` (linear program) or
+        ``_PROGRAM_MIN_BATCHES`` (generic program) full batches, the update of plain SGD
         (``LearningRateSGD``, possibly in a ``ScaledLearningRate``), no penalty or the
         elastic one, no averaging, ``verbose < 2`` (no per-batch report), and the stock
-        per-batch pieces (:data:`_PROGRAM_PIECES`). The program (a ``Scan`` of
-        ``_PROGRAM_STEPS`` steps, :meth:`_build_program`) and its session are built
-        once per engine and configuration; its feeds are bound once per loader.
+        per-batch pieces (:data:`_PROGRAM_PIECES`). The program (:meth:`_build_program`)
+        and its session are built once per engine and configuration; its feeds are bound
+        once per loader (and again when the loader serves other features).
         """
         size = int(self.batch_size)
-        full = loader.rows.count(size)
         rate, penalty = self.learning_rate_, self.learning_penalty_
         inner = rate.learning_rate if isinstance(rate, ScaledLearningRate) else rate
+        full = loader.rows.count(size)
         if (
-            _PROGRAM_STEPS < 2 or full < _PROGRAM_MIN_BATCHES or self.average or self.verbose >= 2
-            or parse_device(self.device)[0] != "cpu" or loader._sparse
+            _PROGRAM_STEPS < 2 or full < min(_PROGRAM_MIN_BATCHES, _LINEAR_MIN_BATCHES)
+            or self.average or self.verbose >= 2
+            or parse_device(self.device)[0] != "cpu" or loader.sparse
             or OrtGradientStep.run is not _PROGRAM_PIECES["run"]
             or type(rate).stepper not in _PROGRAM_PIECES["rates"]
             or type(inner).stepper is not _PROGRAM_PIECES["rates"][0]
@@ -999,26 +944,28 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         programs = self.__dict__.setdefault("_programs", {})
         if key not in programs:
             programs[key] = self._build_program(engine, *key[1:])
-        if programs[key] is None:
+        if programs[key] is None or full < (
+                _LINEAR_MIN_BATCHES if isinstance(programs[key][0], LinearProgram)
+                else _PROGRAM_MIN_BATCHES):
             return None
         bound = self.__dict__.get("_program_binding")
-        if bound is None or bound[0] is not loader or bound[1] != key:
-            # The loader's epoch buffers, in the engine's feed order (X, labels, sample
-            # weights): refilled in place at every epoch, so bound once.
-            per_row = dict(zip(engine.cls_type_.input_names, loader._buffers, strict=True))
-            bound = loader, key, _ProgramRun(*programs[key], per_row, self.weights_, full)
+        if bound is None or bound[0] is not loader or bound[1] != key or not bound[2].fits(
+                loader):
+            program, session = programs[key]
+            run = LinearProgramRun if isinstance(program, LinearProgram) else ProgramRun
+            bound = loader, key, run(program, session, loader, self.weights_)
             self._program_binding = bound
         return bound[2]
 
     def _build_program(
         self, engine: OrtGradientForwardBackward, size: int, steps: int,
         penalized: tuple[str, ...], l1: bool, l2: bool,
-    ) -> tuple[StepProgram, InferenceSession] | None:
+    ) -> tuple[StepProgram | LinearProgram, InferenceSession] | None:
         """The program of ``steps`` batches of ``size`` rows and its session (the step's
         options); None for a gradient graph the program cannot hold (control flow).
 
-        The hand-written linear step (:func:`~skl_ortgrad.training.program.lean_program`,
-        7-13 nodes instead of the gradient graph's 30-odd; equal to rounding in float32,
+        The hand-written linear step (:func:`~skl_ortgrad.training.program.linear_program`,
+        6-10 nodes instead of the gradient graph's 30-odd; equal to rounding in float32,
         not bit for bit) where it computes the same function (:meth:`_lean_loss`), else
         ``engine``'s static gradient graph plus the updates
         (:func:`~skl_ortgrad.training.program.generic_program`).
@@ -1026,18 +973,15 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         lean = self._lean_loss(engine, penalized, l1 or l2)
         try:
             if lean is not None:
-                coef = self.weights_[0]
-                program = lean_program(
-                    lean, coef.shape[0], steps, size, dtype=coef.dtype, l1=l1, l2=l2,
-                    layout="scan", weights=tuple(self.weights_to_train_),
-                    features=engine.cls_type_.input_names[0],
-                    label=engine.cls_type_.input_names[1],
-                    sample_weight=(engine.cls_type_.input_names[2:] or [None])[0],
+                program = linear_program(
+                    lean, self.weights_[0].shape[0], steps, size,
+                    dtype=self.weights_[0].dtype, l1=l1, l2=l2,
+                    threshold=getattr(self.learning_loss_, "threshold", 1.0),
                 )
             else:
                 program = generic_program(
                     engine.step_function(size).model, self.weights_to_train_, steps, size,
-                    penalized=penalized, l1=l1, l2=l2, layout="scan", loss=LOSS_NAME,
+                    penalized=penalized, l1=l1, l2=l2, loss=LOSS_NAME,
                 )
         except ValueError:
             return None
@@ -1051,16 +995,17 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
     def _lean_loss(
         self, engine: OrtGradientForwardBackward, penalized: tuple[str, ...], penalty: bool
     ) -> str | None:
-        r"""The :func:`~skl_ortgrad.training.program.lean_program` loss computing what the
-        engine's gradient graph computes, or None.
+        r"""The :func:`~skl_ortgrad.training.program.linear_program` loss computing what
+        the engine's gradient graph computes, or None.
 
         Its model must be the linear score :math:`s = XW + b` with the trained weights
         ``(W, b)``, in that order (:func:`~skl_ortgrad.training.program.linear_features`),
         the engine's inputs the features, the label and possibly the sample weights, the
-        penalty (if any) on :math:`W` alone, the loss exactly ``SquareLearningLoss`` or
-        ``NegLogLearningLoss(eps=0, probability_function='sigmoid')``, whose gradient
-        in :math:`s` is the residual :math:`s - y` or :math:`\sigma(s) - y`, and the
-        weights float32 or float64.
+        penalty (if any) on :math:`W` alone, the loss exactly ``SquareLearningLoss``,
+        ``NegLogLearningLoss(eps=0, probability_function='sigmoid')`` or
+        ``HingeLearningLoss`` (the perceptron too), whose gradient in :math:`s` is
+        :math:`s - y`, :math:`\sigma(s) - y` or :math:`-(2y - 1)` inside the margin, and
+        the weights float32 or float64.
         """
         loss = self.learning_loss_
         if type(loss) is SquareLearningLoss:
@@ -1068,6 +1013,8 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         elif (type(loss) is NegLogLearningLoss and loss.probability_function == "sigmoid"
               and loss.eps == 0):
             kind = "log"
+        elif type(loss) is HingeLearningLoss:
+            kind = "hinge"
         else:
             return None
         names = self.weights_to_train_

@@ -22,6 +22,7 @@ from scipy import sparse as sp
 from skl_ortgrad import (
     ConvergenceError,
     ElasticLearningPenalty,
+    HingeLearningLoss,
     LearningRateSGD,
     LearningRateSGDNesterov,
     NegLogLearningLoss,
@@ -29,12 +30,10 @@ from skl_ortgrad import (
     OnnxSGDRegressor,
     SquareLearningLoss,
 )
+from skl_ortgrad.runtime.program_run import ProgramRun
 from skl_ortgrad.runtime.step import OrtGradientStep
 from skl_ortgrad.training import optimizers_partial
-from skl_ortgrad.training.optimizers_partial import (
-    OrtGradientForwardBackwardOptimizer,
-    _ProgramRun,
-)
+from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
 from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
 
 #: 1000 rows at batch 32: 31 full batches (chunks of 8, 8, 8, 7) and one of 8 rows.
@@ -48,7 +47,8 @@ Y = {
     "binary": (SCORE > 0).astype(np.int64),
     "multiclass": np.digitize(SCORE, [-1.0, 0.0, 1.0]),
 }
-LOSSES = {"squared_error": SquareLearningLoss(), "log": NegLogLearningLoss(eps=0.0)}
+LOSSES = {"squared_error": SquareLearningLoss(), "log": NegLogLearningLoss(eps=0.0),
+          "hinge": HingeLearningLoss()}
 ESTIMATORS = {"regression": OnnxSGDRegressor, "binary": OnnxSGDClassifier,
               "multiclass": OnnxSGDClassifier}
 
@@ -59,13 +59,13 @@ def chunks(monkeypatch):
     the list of their calls."""
     monkeypatch.setattr(optimizers_partial, "_PROGRAM_STEPS", STEPS)
     calls = []
-    original = _ProgramRun.run
+    original = ProgramRun.run
 
     def run(self, chunk):
         calls.append(chunk)
         return original(self, chunk)
 
-    monkeypatch.setattr(_ProgramRun, "run", run)
+    monkeypatch.setattr(ProgramRun, "run", run)
     return calls
 
 
@@ -149,28 +149,33 @@ LEAN_CASES = [
     ("regression", {"learning_rate": "constant", "eta0": 0.001}),
     ("regression", {"shuffle": False}),
     ("binary", {"loss": "log_loss"}), ("binary", {"loss": "log_loss", "penalty": "l1"}),
+    ("binary", {}), ("binary", {"loss": "perceptron"}),
+    ("binary", {"penalty": "elasticnet", "alpha": 0.001}), ("binary", {"shuffle": False}),
 ]
+#: The lean loss of the estimators' losses.
+LEAN_KINDS = {"squared_error": "squared_error", "log_loss": "log", "hinge": "hinge",
+              "perceptron": "hinge"}
 
 
 @pytest.mark.parametrize(("task", "params"), LEAN_CASES)
-def test_lean_program_trains_as_per_batch(monkeypatch, chunks, programs, task, params):
-    """The linear models with the squared or the binary log loss run the hand-written
-    step: float32 equal to the per-batch path to rounding (the loss sum and the
-    gradient are summed in another order; measured after 4 epochs: at most 3.2e-7
-    relative on the weights, 8.6e-7 on the epoch losses)."""
+def test_linear_program_trains_as_per_batch(monkeypatch, chunks, programs, task, params):
+    """The linear models with the squared, the binary log or the hinge loss run the
+    hand-written step, every batch of the epoch (the short last one padded): float32
+    equal to the per-batch path to rounding (the loss sum and the gradient are summed
+    in another order)."""
     model = _fit(task, **params)
     classes = {"classes": np.unique(Y[task])} if task != "regression" else {}
     model.partial_fit(X, Y[task], **classes)
-    assert programs == ["squared_error" if task == "regression" else "log"]
+    assert programs == [LEAN_KINDS[model.loss]]
     assert len(chunks) == 4 * 4
     expected = _per_batch(monkeypatch, lambda: _fit(task, **params).partial_fit(
         X, Y[task], **classes))
     _assert_same(_state(model), _state(expected), rtol=1e-5)
 
 
-@pytest.mark.parametrize("loss", ["squared_error", "log"])
-def test_lean_program_float64(monkeypatch, chunks, programs, loss):
-    """float64, both lean losses, the elastic penalty: equal to the per-batch path to
+@pytest.mark.parametrize("loss", ["squared_error", "log", "hinge"])
+def test_linear_program_float64(monkeypatch, chunks, programs, loss):
+    """float64, every lean loss, the elastic penalty: equal to the per-batch path to
     1e-10."""
     y = Y["regression"] if loss == "squared_error" else Y["binary"]
 
@@ -190,11 +195,11 @@ def test_lean_program_float64(monkeypatch, chunks, programs, loss):
     np.testing.assert_allclose(got.train_losses_, expected.train_losses_, rtol=1e-10)
 
 
-def test_models_and_losses_out_of_the_lean_program_run_the_generic_one(chunks, programs):
+def test_models_and_losses_out_of_the_linear_program_run_the_generic_one(chunks, programs):
     """Several outputs, a loss with eps > 0 or another loss, a penalized intercept,
     weights in another order, another graph: the generic program."""
     OnnxSGDClassifier(loss="log_loss", max_iter=1, tol=None).fit(X, Y["multiclass"])
-    OnnxSGDClassifier(max_iter=1, tol=None).fit(X, Y["binary"])
+    OnnxSGDClassifier(loss="modified_huber", max_iter=1, tol=None).fit(X, Y["binary"])
     OnnxSGDRegressor(loss="huber", max_iter=1, tol=None).fit(X, Y["regression"])
     common = {"weights_to_train": ["coef", "intercept"], "batch_size": BATCHES, "max_iter": 1}
     data = (X.astype(np.float64), Y["binary"].astype(np.float64))
@@ -222,19 +227,19 @@ def test_sample_weights(monkeypatch, chunks, programs, lean):
     weights = RNG.integers(0, 3, N_ROWS).astype(np.float32)
     weights[:40] = 0  # a batch weighing nothing when not shuffled
 
-    def fit(task):
+    def fit(task, loss):
         model = OnnxSGDRegressor if task == "regression" else OnnxSGDClassifier
-        params = {} if task == "regression" else {"loss": "log_loss"}
-        return model(max_iter=2, tol=None, shuffle=False, **params).fit(
+        return model(max_iter=2, tol=None, shuffle=False, loss=loss).fit(
             X, Y[task], sample_weight=weights)
 
-    for task in ("regression", "binary"):
-        model = fit(task)
+    cases = [("regression", "squared_error"), ("binary", "log_loss"), ("binary", "hinge")]
+    for task, loss in cases:
+        model = fit(task, loss)
         assert chunks
-        _assert_same(_state(model), _state(_per_batch(monkeypatch, lambda task=task: fit(task))),
-                     rtol=1e-5 if lean else 0.0)
+        expected = _per_batch(monkeypatch, lambda task=task, loss=loss: fit(task, loss))
+        _assert_same(_state(model), _state(expected), rtol=1e-5 if lean else 0.0)
     if lean:
-        assert programs == ["squared_error", "log"]
+        assert programs == ["squared_error", "log", "hinge"]
 
 
 def _linear_float64():
@@ -282,10 +287,15 @@ def test_estimator_cases_out_of_reach_run_per_batch(chunks, params, capsys):
     assert bool(chunks) == ("learning_rate" in params)
 
 
-def test_short_epochs_run_per_batch(chunks):
-    """Below ``_PROGRAM_MIN_BATCHES`` full batches the program saves less than it
-    costs."""
-    rows = 32 * optimizers_partial._PROGRAM_MIN_BATCHES
+@pytest.mark.parametrize("lean", [True, False])
+def test_short_epochs_run_per_batch(monkeypatch, chunks, lean):
+    """Below ``_LINEAR_MIN_BATCHES`` (linear program) or ``_PROGRAM_MIN_BATCHES``
+    (generic program) full batches the program saves less than it costs."""
+    if not lean:
+        monkeypatch.setattr(OrtGradientForwardBackwardOptimizer, "_lean_loss",
+                            lambda self, *args: None)
+    rows = 32 * (optimizers_partial._LINEAR_MIN_BATCHES if lean
+                 else optimizers_partial._PROGRAM_MIN_BATCHES)
     model = OnnxSGDRegressor(random_state=0).partial_fit(X[:rows - 1], Y["regression"][:rows - 1])
     assert not chunks
     model.partial_fit(X[:rows], Y["regression"][:rows])
@@ -319,10 +329,15 @@ def test_program_is_built_once_and_bound_once_per_loader(monkeypatch, chunks):
     assert model.optimizer_._program_binding[2] is bound
 
 
-def test_divergence_in_a_chunk_is_reported_at_its_batch(monkeypatch, chunks, generic):
+@pytest.mark.parametrize("lean", [False, True])
+def test_divergence_in_a_chunk_is_reported_at_its_batch(monkeypatch, chunks, lean):
     """The rate explodes from the 11th batch of epoch 2 (inside the second chunk): the
-    chunk's non-finite losses leave the weights alone, its per-batch replay finds the
-    batch; message, kept weights, t_ and n_iter_ are the per-batch path's."""
+    chunk's non-finite losses leave the weights alone, its per-batch replay (the linear
+    program's features copied first) finds the batch; message, kept weights, t_ and
+    n_iter_ are the per-batch path's (the linear program's weights to rounding)."""
+    if not lean:
+        monkeypatch.setattr(OrtGradientForwardBackwardOptimizer, "_lean_loss",
+                            lambda self, *args: None)
     start = 1 + N_ROWS + 10 * BATCHES
     schedule = LearningRateSGD.schedule
     monkeypatch.setattr(
@@ -343,7 +358,7 @@ def test_divergence_in_a_chunk_is_reported_at_its_batch(monkeypatch, chunks, gen
     assert len(chunks) > 4
     expected, expected_message = _per_batch(monkeypatch, diverge)
     assert message == expected_message
-    _assert_same(_state(model), _state(expected))
+    _assert_same(_state(model), _state(expected), rtol=1e-5 if lean else 0.0)
     assert model.n_iter_ == 1
 
 
@@ -354,14 +369,14 @@ def test_ctrl_c_is_honoured_at_the_next_chunk_boundary(monkeypatch, chunks, gene
     """SIGINT during the 3rd call of epoch 2: that chunk completes, nothing after it
     runs; the state is the per-batch path's interrupted after the same batches."""
     interrupted_at = 4 + 2  # 4 chunks per epoch; the third of epoch 2
-    original = _ProgramRun.run
+    original = ProgramRun.run
 
     def run(self, chunk):
         if len(chunks) == interrupted_at:
             os.kill(os.getpid(), signal.SIGINT)
         return original(self, chunk)
 
-    monkeypatch.setattr(_ProgramRun, "run", run)
+    monkeypatch.setattr(ProgramRun, "run", run)
     model = OnnxSGDRegressor(max_iter=3, tol=None, random_state=0)
     with pytest.raises(KeyboardInterrupt):
         model.fit(X, Y["regression"])

@@ -3,7 +3,9 @@
 The reference runs, per batch, the one-call gradient graph (the optimizer's
 ``OrtGradientStep``) and the numpy updates of ``LearningRateSGD`` and
 ``ElasticLearningPenalty``, exactly as ``OrtGradientForwardBackwardOptimizer._epoch`` does;
-the program runs the same batches ``k`` at a time. In float64 both must agree to 1e-10.
+the programs run the same batches ``k`` at a time: the generic one (the gradient graph
+plus the updates) and the linear one (written by hand, on rows, its per-row inputs
+computed here from their formulas). In float64 both must agree to 1e-10.
 """
 
 from __future__ import annotations
@@ -25,12 +27,16 @@ from skl_ortgrad.runtime.options import session_options, unoptimized_session_opt
 from skl_ortgrad.runtime.step import OrtGradientStep
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
 from skl_ortgrad.training.program import (
-    LAYOUTS,
+    LinearProgram,
     StepProgram,
     generic_program,
-    lean_program,
+    linear_program,
 )
-from skl_ortgrad.training.sgd_learning_loss import NegLogLearningLoss, SquareLearningLoss
+from skl_ortgrad.training.sgd_learning_loss import (
+    HingeLearningLoss,
+    NegLogLearningLoss,
+    SquareLearningLoss,
+)
 from skl_ortgrad.training.sgd_learning_penalty import (
     ElasticLearningPenalty,
     NoLearningPenalty,
@@ -41,8 +47,10 @@ N_FEATURES, BATCH, N_BATCHES = 5, 4, 11  # 11 batches: a partial last chunk for 
 WEIGHTS = ["coef", "intercept"]
 LOSSES = {
     "squared_error": SquareLearningLoss(),
-    # The classifiers' default: the stable log-sigmoid form (lean_program's "log").
+    # The exact log loss (log_loss; linear_program's "log").
     "log": NegLogLearningLoss(eps=0.0),
+    # The classifiers' default.
+    "hinge": HingeLearningLoss(),
 }
 PENALTIES = {"none": (0.0, 0.0), "l2": (0.0, 0.05), "l1": (0.02, 0.0), "elastic": (0.02, 0.05)}
 RATE = LearningRateSGD(eta0=0.2, power_t=0.25, learning_rate="invscaling")
@@ -91,7 +99,7 @@ def _data(loss: str, dtype: type) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
     X = rng.standard_normal((N_BATCHES * BATCH, N_FEATURES))
     score = X @ rng.standard_normal((N_FEATURES, 1)) + 0.5
-    if loss == "log":
+    if loss != "squared_error":
         y = (score + rng.standard_normal(score.shape) > 0).astype(float)
     else:
         y = score + 0.1 * rng.standard_normal(score.shape)
@@ -99,12 +107,9 @@ def _data(loss: str, dtype: type) -> dict[str, np.ndarray]:
             "sample_weight": rng.integers(0, 4, len(X)).astype(dtype)}
 
 
-def _feeding(program: StepProgram, loss: str, dtype: type) -> dict[str, np.ndarray]:
-    """What ``program.feeds`` reads: the dataset with the permutation (a gathering
-    program), or the rows already permuted."""
+def _feeding(loss: str, dtype: type) -> dict[str, np.ndarray]:
+    """The rows of the dataset in the epoch's order (what the generic program reads)."""
     data = _data(loss, dtype)
-    if program.dataset:
-        return data
     return {name: data[name][ORDER] for name in ("X", "label", "sample_weight")}
 
 
@@ -175,7 +180,7 @@ def _reference(loss: str, backend: str, dtype: type, l1: float, l2: float,
 def _run_program(program: StepProgram, loss: str, dtype: type, l1: float, l2: float,
                  unoptimized: bool = False, weighted: bool = False):
     """Every batch of the epoch, ``program.steps`` per call, the last call with the rest."""
-    data = _feeding(program, loss, dtype)
+    data = _feeding(loss, dtype)
     session = _session(program.model, unoptimized)
     table = program.scalar_table(_etas(), _scales(loss, dtype, weighted), l1, l2, ROWS)
     weights = _initial(dtype)
@@ -184,14 +189,44 @@ def _run_program(program: StepProgram, loss: str, dtype: type, l1: float, l2: fl
         count = min(program.steps, N_BATCHES - first)
         feeds = program.feeds(data, table, weights, first, count)
         new = [np.empty_like(w) for w in weights]
-        chunk_losses = np.empty(program.steps, dtype=dtype)
-        fetches = program.fetches(chunk_losses, new, count)
+        fetches = program.fetches(losses[first:first + count], new, count)
         names = list(fetches)
         for name, value in zip(names, session.run(names, feeds), strict=True):
             fetches[name][...] = value
         weights = new
-        losses[first:first + count] = chunk_losses[:count]
     return weights, losses
+
+
+def _run_linear(program: LinearProgram, loss: str, dtype: type, l1: float, l2: float,
+                weighted: bool = False):
+    """The linear program over the epoch, its per-row inputs from their formulas: the
+    rows' indices, the target (2y - 1 for the hinge loss) and the step weight
+    eta_j sigma_j s_i (negated and times the target for the hinge loss); the batch
+    losses from the per-row values."""
+    data = _data(loss, dtype)
+    session = _session(program.model)
+    scales = _scales(loss, dtype, weighted)
+    table = program.scalar_table(_etas(), scales, l1, l2, ROWS)
+    label = data["label"][ORDER, 0].astype(np.float64)
+    row_weight = data["sample_weight"][ORDER] if weighted else np.ones(len(ORDER))
+    target = 2 * label - 1 if loss == "hinge" else label
+    step_weight = np.repeat(_etas() * scales, BATCH) * row_weight
+    if loss == "hinge":
+        step_weight = -target * step_weight
+    per_row = {"rows": ORDER.astype(np.int64), "target": target.astype(dtype),
+               "step_weight": step_weight.astype(dtype)}
+    weights = _initial(dtype)
+    values = np.empty(len(ORDER), dtype=dtype)
+    for first in range(0, N_BATCHES, program.steps):
+        count = min(program.steps, N_BATCHES - first)
+        feeds = program.feeds(data["X"], per_row, table, weights, first, count)
+        new = [np.empty_like(w) for w in weights]
+        fetches = program.fetches(values, new, first, count)
+        names = list(fetches)
+        for name, value in zip(names, session.run(names, feeds), strict=True):
+            fetches[name][...] = value
+        weights = new
+    return weights, program.losses(values, per_row["target"], row_weight.astype(dtype))
 
 
 def _check(weights, losses, expected_weights, expected_losses):
@@ -208,25 +243,63 @@ def test_generic_program_matches_per_batch_steps(backend, loss, penalty):
     expected = _reference(loss, backend, np.float64, l1, l2)
     _, gradient = _gradient(loss, backend, np.float64)
     fused = gradient.static(["X", "label"], BATCH)
-    for layout in LAYOUTS:
-        for steps, gather in ((1, False), (3, True), (8, False)):
-            program = generic_program(fused, WEIGHTS, steps, BATCH, penalized=["coef"],
-                                      l1=l1 > 0, l2=l2 > 0, layout=layout, gather=gather)
-            got = _run_program(program, loss, np.float64, l1, l2, gradient.unoptimized)
-            _check(*got, *expected)
+    for steps in (1, 3, 8):
+        program = generic_program(fused, WEIGHTS, steps, BATCH, penalized=["coef"],
+                                  l1=l1 > 0, l2=l2 > 0)
+        got = _run_program(program, loss, np.float64, l1, l2, gradient.unoptimized)
+        _check(*got, *expected)
 
 
+@pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("penalty", ["none", "l2", "l1", "elastic"])
 @pytest.mark.parametrize("loss", list(LOSSES))
-def test_lean_program_matches_per_batch_steps(loss, penalty):
+def test_linear_program_matches_per_batch_steps(loss, penalty, weighted):
+    """Every loss and penalty, sample weights or not (some zero), 1, 3 and 8 steps per
+    call: the gradient graph's weights and batch losses to 1e-10."""
     l1, l2 = PENALTIES[penalty]
-    expected = _reference(loss, "onnx", np.float64, l1, l2)
-    for layout in LAYOUTS:
-        for steps, gather in ((1, True), (3, False), (8, True)):
-            program = lean_program(loss, N_FEATURES, steps, BATCH, np.float64,
-                                   l1=l1 > 0, l2=l2 > 0, layout=layout, gather=gather)
-            got = _run_program(program, loss, np.float64, l1, l2)
-            _check(*got, *expected)
+    expected = _reference(loss, "onnx", np.float64, l1, l2, weighted=weighted)
+    for steps in (1, 3, 8):
+        program = linear_program(loss, N_FEATURES, steps, BATCH, np.float64,
+                                 l1=l1 > 0, l2=l2 > 0)
+        got = _run_linear(program, loss, np.float64, l1, l2, weighted=weighted)
+        _check(*got, *expected)
+
+
+def test_linear_program_perceptron():
+    """The hinge loss at threshold 0 from zero weights: every first score is exactly at
+    the kink, where the step is taken (scikit-learn's perceptron)."""
+    loss = HingeLearningLoss(threshold=0.0)
+    graph = loss.build_onnx_function(21, "cpu", dtype=np.float64)
+    model = merge_loss_graph(_linear(np.float64), graph, label_name="label",
+                             loss_name="loss")
+    gradient = build_gradient(model, WEIGHTS, backend="onnx")
+    step = OrtGradientStep(gradient.static(["X", "label"], BATCH), session_options(1),
+                           ["CPUExecutionProvider"])
+    data = _data("hinge", np.float64)
+    rows = ORDER[:BATCH]
+    zeros = [np.zeros((N_FEATURES, 1)), np.zeros(1)]
+    feeds = {"X": data["X"][rows], "label": data["label"][rows], "coef": zeros[0],
+             "intercept": zeros[1], "loss_grad": np.array(1.0)}
+    cpu = OrtDevice(OrtDevice.cpu(), OrtDevice.default_memory(), 0)
+    vector = OrtValueVector()
+    for name in step.feed_names:
+        vector.push_back(OrtValue.ortvalue_from_numpy(feeds[name], cpu))
+    step.run(vector)
+    _, coef_grad, intercept_grad = step.outputs
+    program = linear_program("hinge", N_FEATURES, 1, BATCH, np.float64, threshold=0.0)
+    target = 2 * data["label"][rows, 0] - 1
+    per_row = {"rows": rows.astype(np.int64), "target": target, "step_weight": -target}
+    table = program.scalar_table(np.ones(1), np.ones(1))
+    new = [np.empty_like(w) for w in zeros]
+    fetches = program.fetches(np.empty(BATCH), new, 0, 1)
+    names = list(fetches)
+    outputs = _session(program.model).run(
+        names, program.feeds(data["X"], per_row, table, zeros, 0, 1))
+    for name, value in zip(names, outputs, strict=True):
+        fetches[name][...] = value
+    assert np.abs(coef_grad).sum() > 0
+    np.testing.assert_allclose(new[0], -coef_grad, rtol=1e-12)
+    np.testing.assert_allclose(new[1], -intercept_grad, rtol=1e-12)
 
 
 @pytest.mark.parametrize("loss", list(LOSSES))
@@ -238,13 +311,12 @@ def test_generic_program_with_sample_weights(backend, loss):
     expected = _reference(loss, backend, np.float64, l1, l2, weighted=True)
     _, gradient = _gradient(loss, backend, np.float64, weighted=True)
     fused = gradient.static(_per_row(True), BATCH)
-    for layout, gather in (("unrolled", False), ("scan", True)):
-        program = generic_program(fused, WEIGHTS, 3, BATCH, penalized=["coef"], l1=True,
-                                  l2=True, layout=layout, gather=gather)
-        assert "sample_weight" in (program.dataset if gather else program.data)
-        got = _run_program(program, loss, np.float64, l1, l2, gradient.unoptimized,
-                           weighted=True)
-        _check(*got, *expected)
+    program = generic_program(fused, WEIGHTS, 3, BATCH, penalized=["coef"], l1=True,
+                              l2=True)
+    assert "sample_weight" in program.data
+    got = _run_program(program, loss, np.float64, l1, l2, gradient.unoptimized,
+                       weighted=True)
+    _check(*got, *expected)
 
 
 def test_penalties_are_active():
@@ -256,8 +328,8 @@ def test_penalties_are_active():
     sparse, _ = _reference("squared_error", "onnx", np.float64, 2.0, 0.0)
     assert np.abs(plain[0] - decayed[0]).max() > 1e-3
     assert np.abs(sparse[0]).sum() < 0.5 * np.abs(plain[0]).sum()
-    program = lean_program("squared_error", N_FEATURES, 3, BATCH, np.float64, l1=True)
-    got, _ = _run_program(program, "squared_error", np.float64, 2.0, 0.0)
+    program = linear_program("squared_error", N_FEATURES, 3, BATCH, np.float64, l1=True)
+    got, _ = _run_linear(program, "squared_error", np.float64, 2.0, 0.0)
     np.testing.assert_allclose(got[0], sparse[0], rtol=1e-10, atol=1e-12)
 
 
@@ -284,47 +356,48 @@ def test_reference_is_the_optimizer():
 @pytest.mark.parametrize("loss", list(LOSSES))
 def test_float32_program(loss, backend):
     """float32: the generic program does the per-batch arithmetic exactly (same graph,
-    same casts of eta, decay and threshold), bit for bit; the lean one regroups it
-    (eta times 1/b first, Softplus), rounding only."""
+    same casts of eta, decay and threshold), bit for bit; the linear one regroups it
+    (eta sigma s_i per row first, the loss from the values), rounding only."""
     l1, l2 = PENALTIES["elastic"]
     expected_weights, expected_losses = _reference(loss, backend, np.float32, l1, l2)
     _, gradient = _gradient(loss, backend, np.float32)
     fused = gradient.static(["X", "label"], BATCH)
-    for layout in LAYOUTS:
-        generic = generic_program(fused, WEIGHTS, 3, BATCH, penalized=["coef"], l1=True,
-                                  l2=True, layout=layout)
-        weights, losses = _run_program(generic, loss, np.float32, l1, l2,
-                                       gradient.unoptimized)
-        for got, want in zip(weights, expected_weights, strict=True):
-            np.testing.assert_array_equal(got, want)
-        np.testing.assert_array_equal(losses, expected_losses)
-        lean = lean_program(loss, N_FEATURES, 3, BATCH, np.float32, l1=True, l2=True,
-                            layout=layout)
-        weights, losses = _run_program(lean, loss, np.float32, l1, l2)
-        assert weights[0].dtype == np.float32 and losses.dtype == np.float32
-        for got, want in zip(weights, expected_weights, strict=True):
-            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(losses, expected_losses, rtol=1e-5)
+    generic = generic_program(fused, WEIGHTS, 3, BATCH, penalized=["coef"], l1=True,
+                              l2=True)
+    weights, losses = _run_program(generic, loss, np.float32, l1, l2, gradient.unoptimized)
+    for got, want in zip(weights, expected_weights, strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(losses, expected_losses)
+    linear = linear_program(loss, N_FEATURES, 3, BATCH, np.float32, l1=True, l2=True)
+    weights, losses = _run_linear(linear, loss, np.float32, l1, l2)
+    assert weights[0].dtype == np.float32
+    for got, want in zip(weights, expected_weights, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(losses, expected_losses, rtol=1e-5)
 
 
 def test_program_graphs():
-    """Standard operators only, and the node counts the design promises."""
-    def nodes(*args, **kwargs):
-        return len(lean_program(*args, layout="unrolled", **kwargs).model.graph.node)
+    """Standard operators only, one Scan node, and the node counts the design promises
+    (per step: squared error 6, log loss 7, hinge 8; L2 one more, L1 two more)."""
+    def body(program):
+        return [node.op_type for node in program.model.graph.node[0].attribute[0].g.node]
 
-    program = lean_program("squared_error", N_FEATURES, 8, BATCH, layout="unrolled")
-    onnx.checker.check_model(program.model)
-    assert {op.domain for op in program.model.opset_import} == {""}
-    assert len(program.model.graph.node) == 8 * 6
-    assert nodes("log", N_FEATURES, 8, BATCH, l1=True, l2=True) == 8 * 12
-    assert nodes("log", N_FEATURES, 8, BATCH, np.float64) == 8 * 10
-    for layout in ("scan", "loop"):
-        folded = lean_program("squared_error", N_FEATURES, 8, BATCH, layout=layout)
-        onnx.checker.check_model(folded.model)
-        assert [node.op_type for node in folded.model.graph.node] == [layout.title()]
-    inputs = {i.name: i for i in program.model.graph.input}
-    rate = inputs["rate_r2__s0"].type.tensor_type.shape.dim
-    assert [d.dim_value for d in rate] == [1, 1]  # rank-matched with the [b, 1] residual
+    for loss, count in (("squared_error", 6), ("log", 7), ("hinge", 8)):
+        program = linear_program(loss, N_FEATURES, 8, BATCH)
+        onnx.checker.check_model(program.model, full_check=True)
+        assert {op.domain for op in program.model.opset_import} == {""}
+        assert [node.op_type for node in program.model.graph.node] == ["Scan"]
+        assert len(body(program)) == count
+        assert len(body(linear_program(loss, N_FEATURES, 8, BATCH, l1=True, l2=True))) \
+            == count + 3
+    assert body(linear_program("hinge", N_FEATURES, 8, BATCH)).count("Gemm") == 3
+    program = linear_program("squared_error", N_FEATURES, 8, BATCH, l2=True)
+    decay = {name: shape for name, kind, shape in program.scalars}
+    assert list(decay.values()) == [(1, 1)]  # rank-matched with the [1, d] weights
+    _, gradient = _gradient("squared_error", "onnx", np.float64)
+    generic = generic_program(gradient.static(["X", "label"], BATCH), WEIGHTS, 8, BATCH)
+    onnx.checker.check_model(generic.model)
+    assert [node.op_type for node in generic.model.graph.node] == ["Scan"]
 
 
 def test_bad_arguments():
@@ -336,16 +409,16 @@ def test_bad_arguments():
         generic_program(fused, WEIGHTS, 2, 5)
     with pytest.raises(ValueError, match="not trained weights"):
         generic_program(fused, ["coef"], 2, BATCH, penalized=["intercept"])
-    with pytest.raises(ValueError, match="layout"):
-        lean_program("squared_error", N_FEATURES, 2, BATCH, layout="spiral")
-    with pytest.raises(ValueError, match="loss"):
-        lean_program("hinge", N_FEATURES, 2, BATCH)
-    program = lean_program("squared_error", N_FEATURES, 2, BATCH, layout="unrolled")
-    table = program.scalar_table(np.ones(3), np.ones(3))
+    with pytest.raises(ValueError, match="steps must be >= 1"):
+        generic_program(fused, WEIGHTS, 0, BATCH)
+    with pytest.raises(ValueError, match="loss must be one of"):
+        linear_program("huber", N_FEATURES, 2, BATCH)
+    program = linear_program("squared_error", N_FEATURES, 2, BATCH)
+    table = program.scalar_table(np.ones(2), np.ones(2))
     weights = _initial(np.float32)
-    with pytest.raises(ValueError, match="count"):
-        program.feeds(_data("squared_error", np.float32), table, weights, 0, 3)
+    per_row = {"rows": ORDER.astype(np.int64), "target": np.zeros(len(ORDER), np.float32),
+               "step_weight": np.zeros(len(ORDER), np.float32)}
     with pytest.raises(ValueError, match="C-contiguous"):
-        program.feeds(_data("squared_error", np.float32), table,
+        program.feeds(_data("squared_error", np.float32)["X"], per_row, table,
                       [np.ones((2 * N_FEATURES, 1), np.float32)[::2], weights[1]], 0, 2)
     assert TensorProto.FLOAT == onnx_dtype(program.dtype)

@@ -1,0 +1,184 @@
+r"""Training programs (:mod:`skl_ortgrad.training.program`) bound to a mini-batch loader.
+
+The programs belong to the training layer; this one only binds them, through their
+documented attributes and methods. A binding creates, once, the OrtValues of every call
+of an epoch over buffers refilled in place at every epoch; per epoch,
+:meth:`ProgramRun.schedule` writes the per-step inputs (the schedule, and for the linear
+program the per-row inputs), then every chunk of ``program.steps`` batches is one
+:meth:`~ProgramRun.run`. The new weights go to buffers of their own: the caller copies
+them into the weights once the chunk's losses (:meth:`~ProgramRun.losses`) are known to be
+finite.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from onnxruntime import InferenceSession, RunOptions
+from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
+
+from skl_ortgrad.runtime.batches import MiniBatchLoader
+
+
+class ProgramRun:
+    r"""The generic program (:class:`~skl_ortgrad.training.program.StepProgram`) over a
+    loader's permuted buffers: the loader's full batches (all but a shorter last one),
+    in chunks of up to ``program.steps`` batches per call.
+
+    Parameters
+    ----------
+    program : skl_ortgrad.training.program.StepProgram
+    session : InferenceSession
+        Its session.
+    loader : MiniBatchLoader
+        Dense data; its buffers, in the program's :attr:`~StepProgram.data` order.
+    weights : list of numpy.ndarray
+        The weights, in the program's order.
+
+    Attributes
+    ----------
+    chunks : list of (int, int)
+        First batch and batch count of every call.
+    n_batches : int
+        Batches of an epoch the program runs (the others run one by one).
+    needs_features : bool
+        Whether the loader's permuted features must be filled before the calls.
+    new_weights : list of numpy.ndarray
+    """
+
+    needs_features = True
+
+    def __init__(self, program: Any, session: InferenceSession,
+                 loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:
+        self.program, self._session = program, session
+        self.n_batches = loader.rows.count(program.batch_rows)
+        k = program.steps
+        self.chunks = [(first, min(k, self.n_batches - first))
+                       for first in range(0, self.n_batches, k)]
+        self.new_weights = [np.empty_like(w) for w in weights]
+        self._losses = np.empty(self.n_batches, dtype=program.dtype)
+        self.table = program.scalar_table(np.zeros(self.n_batches), np.zeros(self.n_batches))
+        self._bind(loader, weights)
+
+    def _bind(self, loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:
+        per_row = dict(zip(self.program.data, loader.per_row, strict=True))
+        self._prepare()
+        for first, count in self.chunks:
+            self._add(self.program.feeds(per_row, self.table, weights, first, count),
+                      self.program.fetches(self._losses[first:first + count],
+                                           self.new_weights, count))
+
+    def _prepare(self) -> None:
+        self._inputs = [i.name for i in self._session.get_inputs()]
+        self._outputs = [o.name for o in self._session.get_outputs()]
+        self._cpu = OrtDevice(OrtDevice.cpu(), OrtDevice.default_memory(), 0)
+        self._devices = [self._cpu] * len(self._outputs)
+        # OrtValue borrows numpy memory without holding a reference: keep the views.
+        self._views: list[np.ndarray] = []
+        self._feeds: list[OrtValueVector] = []
+        self._fetches: list[OrtValueVector] = []
+        self._run_options = RunOptions()
+
+    def _add(self, feeds: dict[str, np.ndarray], fetches: dict[str, np.ndarray]) -> None:
+        self._feeds.append(self._vector([feeds[name] for name in self._inputs]))
+        self._fetches.append(self._vector([fetches[name] for name in self._outputs]))
+
+    def _vector(self, arrays: list[np.ndarray]) -> OrtValueVector:
+        self._views.extend(arrays)
+        vector = OrtValueVector()
+        for array in arrays:
+            vector.push_back(OrtValue.ortvalue_from_numpy(array, self._cpu))
+        return vector
+
+    def fits(self, loader: MiniBatchLoader) -> bool:
+        """Whether the binding still serves ``loader`` (its arrays may have been
+        refilled)."""
+        return True
+
+    def schedule(self, etas: list[float], loader: MiniBatchLoader, l1: float, l2: float,
+                 rows: int) -> None:
+        """Write the epoch's per-step scalars: the learning rates and output gradients
+        (the loader's scales) of the program's batches, the penalty's decay and
+        threshold (``l1``, ``l2``, ``rows``: the elastic penalty's, zeros without)."""
+        n = self.n_batches
+        table = self.program.scalar_table(etas[:n], loader.scales[:n], l1, l2, rows)
+        for name, column in table.items():
+            np.copyto(self.table[name], column)
+
+    def run(self, chunk: int) -> None:
+        """Run chunk ``chunk``: the weights after its last batch into ``new_weights``."""
+        self._session._sess.run_with_ortvaluevector(
+            self._run_options, self._inputs, self._feeds[chunk], self._outputs,
+            self._fetches[chunk], self._devices,
+        )
+
+    def losses(self, chunk: int) -> list[float]:
+        """The loss sums of the batches of chunk ``chunk``, once it ran."""
+        first, count = self.chunks[chunk]
+        return self._losses[first:first + count].tolist()
+
+
+class LinearProgramRun(ProgramRun):
+    r"""The linear program (:class:`~skl_ortgrad.training.program.LinearProgram`) over a
+    loader: every batch of the epoch, the shorter last one padded with rows of step
+    weight 0 and loss weight 0.
+
+    The program reads its rows from the features as given (:attr:`MiniBatchLoader.order`
+    indexes them), so the loader need not copy them; per epoch, :meth:`schedule` writes
+    the per-row inputs: the rows, the targets and the step weights
+    :math:`c_i = \eta_j \sigma_j s_i` (the schedule's rate times the batch's output
+    gradient, times the row's sample weight).
+    """
+
+    needs_features = False
+
+    def __init__(self, program: Any, session: InferenceSession,
+                 loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:
+        self.program, self._session = program, session
+        b, self.n_batches = program.batch_rows, len(loader.rows)
+        k = program.steps
+        self.chunks = [(first, min(k, self.n_batches - first))
+                       for first in range(0, self.n_batches, k)]
+        self.new_weights = [np.empty_like(w) for w in weights]
+        self.table = program.scalar_table(np.zeros(self.n_batches), np.zeros(self.n_batches))
+        size, n = self.n_batches * b, loader.n_rows
+        # Padding rows: index 0, target 0, step weight 0, loss weight 0.
+        self.per_row = {"rows": np.zeros(size, dtype=np.int64),
+                        "target": np.zeros(size, dtype=program.dtype),
+                        "step_weight": np.zeros(size, dtype=program.dtype)}
+        self._loss_weights = np.zeros(size, dtype=program.dtype)
+        self._loss_weights[:n] = 1.0
+        self._values = np.empty(size, dtype=program.dtype)
+        self._source = loader.features
+        # Gather needs C order; a loader's features are usually already (no copy).
+        self._features = np.ascontiguousarray(self._source)
+        self._prepare()
+        for first, count in self.chunks:
+            self._add(program.feeds(self._features, self.per_row, self.table, weights,
+                                    first, count),
+                      program.fetches(self._values, self.new_weights, first, count))
+
+    def fits(self, loader: MiniBatchLoader) -> bool:
+        return loader.features is self._source
+
+    def schedule(self, etas: list[float], loader: MiniBatchLoader, l1: float, l2: float,
+                 rows: int) -> None:
+        program, b, n = self.program, self.program.batch_rows, loader.n_rows
+        super().schedule(etas, loader, l1, l2, rows)
+        self.per_row["rows"][:n] = loader.order
+        labels, *weights = loader.per_row[1:]
+        target = self.per_row["target"][:n]
+        program.targets(labels.reshape(-1), target)
+        rates = np.repeat(np.multiply(etas, loader.scales, dtype=np.float64), b)[:n]
+        if weights:
+            np.multiply(rates, weights[0], out=rates)
+            self._loss_weights[:n] = weights[0]
+        program.step_weights(rates, target, self.per_row["step_weight"][:n])
+
+    def losses(self, chunk: int) -> list[float]:
+        first, count = self.chunks[chunk]
+        rows = slice(first * self.program.batch_rows,
+                     (first + count) * self.program.batch_rows)
+        return self.program.losses(self._values[rows], self.per_row["target"][rows],
+                                   self._loss_weights[rows]).tolist()
