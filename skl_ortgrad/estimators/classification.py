@@ -53,7 +53,10 @@ class ClassifierTargetsMixin:
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
         check_classification_targets(y)
         if first_call:
-            self.classes_ = unique_labels(np.asarray(classes) if classes is not None else y)
+            # y's labels are checked above: np.unique, as scikit-learn's SGD (unique_labels
+            # would check their type a second time, a tenth of a small fit).
+            self.classes_ = (unique_labels(np.asarray(classes)) if classes is not None
+                             else np.unique(y))
             if len(self.classes_) < 2:
                 raise ValueError(
                     f"The classifier needs samples of at least 2 classes; got 1 class: "

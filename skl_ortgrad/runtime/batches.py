@@ -209,6 +209,11 @@ class MiniBatchLoader:
             self._pending = False
 
     @property
+    def starts(self) -> np.ndarray:
+        """The first row of every batch (int)."""
+        return self._starts
+
+    @property
     def order(self) -> np.ndarray:
         """The rows of the epoch in batch order (indices into the arrays served)."""
         return self._order

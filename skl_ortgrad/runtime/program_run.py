@@ -96,7 +96,7 @@ class ProgramRun:
         refilled)."""
         return True
 
-    def schedule(self, etas: list[float], loader: MiniBatchLoader, l1: float, l2: float,
+    def schedule(self, etas: np.ndarray, loader: MiniBatchLoader, l1: float, l2: float,
                  rows: int) -> None:
         """Write the epoch's per-step scalars: the learning rates and output gradients
         (the loader's scales) of the program's batches, the penalty's decay and
@@ -162,7 +162,7 @@ class LinearProgramRun(ProgramRun):
     def fits(self, loader: MiniBatchLoader) -> bool:
         return loader.features is self._source
 
-    def schedule(self, etas: list[float], loader: MiniBatchLoader, l1: float, l2: float,
+    def schedule(self, etas: np.ndarray, loader: MiniBatchLoader, l1: float, l2: float,
                  rows: int) -> None:
         program, b, n = self.program, self.program.batch_rows, loader.n_rows
         super().schedule(etas, loader, l1, l2, rows)
@@ -170,7 +170,7 @@ class LinearProgramRun(ProgramRun):
         labels, *weights = loader.per_row[1:]
         target = self.per_row["target"][:n]
         program.targets(labels.reshape(-1), target)
-        rates = np.repeat(np.multiply(etas, loader.scales, dtype=np.float64), b)[:n]
+        rates = np.repeat(etas * loader.scales, b)[:n]
         if weights:
             np.multiply(rates, weights[0], out=rates)
             self._loss_weights[:n] = weights[0]

@@ -672,8 +672,11 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         line of :class:`~skl_ortgrad.training.progress.TrainingProgress` saying why.
         """
         arrays, weighted = data
-        engine = self._engine(weighted)
-        device = ort_device(engine.cls_type_.device)
+        # The engine is built on first use: an epoch run by the linear program needs none
+        # (a tenth of a small fit).
+        self.backend_ = resolve_backend(self.backend)
+        device = ort_device("cpu" if parse_device(self.device)[0] == "cpu"
+                            else self._engine(weighted).cls_type_.device)
         loader = self._loader(arrays, weighted, device)
         period = self._validation_period()
         best, no_improvement = np.inf, 0
@@ -688,7 +691,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                 for epoch in range(epochs):
                     snapshot = self.get_checkpoint()
                     try:
-                        loss = self._epoch(engine, loader, interrupt)
+                        loss = self._epoch(weighted, loader, interrupt)
                     except _Diverged as diverged:
                         self.set_checkpoint(snapshot)
                         reason = DIVERGED
@@ -778,11 +781,12 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
 
     def _epoch(
         self,
-        engine: OrtGradientForwardBackward,
+        weighted: bool,
         loader: MiniBatchLoader,
         interrupt: _DeferredInterrupt,
     ) -> float:
-        """One pass over ``loader``; return the mean (sample-weighted) loss.
+        """One pass over ``loader`` (with sample weights or not); return the mean
+        (sample-weighted) loss.
 
         Per batch, Python does one onnxruntime call (loss and gradients into buffers
         allocated once, :class:`~skl_ortgrad.runtime.step.OrtGradientStep`)
@@ -803,11 +807,10 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         weights = self.weights_
         average = self._averager() if self.average else None
         # The schedule at the t of every batch; Python floats keep float32 updates float32.
-        starts = self.t_ + np.concatenate(([0], np.cumsum(rows[:-1], dtype=np.int64)))
-        etas = (
-            self.learning_rate_.schedule(starts) * self.learning_rate_.eta_factor(self.lr_state_)
-        ).tolist()
-        program = self._program(engine, loader)
+        eta_array = self.learning_rate_.schedule(self.t_ + loader.starts) * (
+            self.learning_rate_.eta_factor(self.lr_state_))
+        etas = eta_array.tolist()
+        program = self._program(weighted, loader)
         feed = loader.epoch(features=program is None or program.needs_features)
         totals = loader.totals
         total, previous = 0.0, None
@@ -826,7 +829,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
             loader.fill_features()
             if not pieces:
                 # Built on first use: a program running the whole epoch needs none.
-                pieces.extend(self._per_batch_pieces(engine, rows))
+                pieces.extend(self._per_batch_pieces(weighted, rows))
             runs, loss_buffer, step, decay = pieces
             for batch in range(first, stop):
                 if interrupt.pending:
@@ -855,7 +858,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                 batches(0, len(rows))
             else:
                 penalty = self.learning_penalty_
-                program.schedule(etas, loader, *(
+                program.schedule(eta_array, loader, *(
                     (float(penalty.l1), float(penalty.l2), int(penalty.rows))
                     if isinstance(penalty, ElasticLearningPenalty) else (0.0, 0.0, 1)))
                 for chunk, (first, count) in enumerate(program.chunks):
@@ -891,10 +894,11 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         weight_sum = float(totals.sum())
         return total / weight_sum if weight_sum else 0.0
 
-    def _per_batch_pieces(self, engine: OrtGradientForwardBackward,
+    def _per_batch_pieces(self, weighted: bool,
                           rows: list[int]) -> tuple[list[Any], np.ndarray, Any, Any]:
-        """What the per-batch path runs: the step's ``run`` of every batch, the loss
-        buffer, and the rate's and the penalty's steppers (validated here)."""
+        """What the per-batch path runs: the engine's step ``run`` of every batch, the
+        loss buffer, and the rate's and the penalty's steppers (validated here)."""
+        engine = self._engine(weighted)
         # A static step for batch_size rows, the general one for any other count (the
         # last batch, calls with fewer rows): two sessions at most, whatever the stream.
         size = int(self.batch_size)
@@ -905,9 +909,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                 self.learning_rate_.stepper(self.weights_, gradients, self.lr_state_),
                 self.learning_penalty_.stepper(self._penalized()))
 
-    def _program(
-        self, engine: OrtGradientForwardBackward, loader: MiniBatchLoader
-    ) -> ProgramRun | None:
+    def _program(self, weighted: bool, loader: MiniBatchLoader) -> ProgramRun | None:
         """The training program bound to ``loader``, or None where the per-batch path
         must run.
 
@@ -917,7 +919,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         (``LearningRateSGD``, possibly in a ``ScaledLearningRate``), no penalty or the
         elastic one, no averaging, ``verbose < 2`` (no per-batch report), and the stock
         per-batch pieces (:data:`_PROGRAM_PIECES`). The program (:meth:`_build_program`)
-        and its session are built once per engine and configuration; its feeds are bound
+        and its session are built once per loss and configuration; its feeds are bound
         once per loader (and again when the loader serves other features).
         """
         size = int(self.batch_size)
@@ -939,11 +941,11 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                                               strict=True)
                       if any(w is p for p in penalized))
         elastic = isinstance(penalty, ElasticLearningPenalty)
-        key = (engine, size, _PROGRAM_STEPS, names, elastic and penalty.l1 > 0,
-               elastic and penalty.l2 > 0)
+        key = (weighted, size, _PROGRAM_STEPS, names, elastic and penalty.l1 > 0,
+               elastic and penalty.l2 > 0, self._loss_key(weighted))
         programs = self.__dict__.setdefault("_programs", {})
         if key not in programs:
-            programs[key] = self._build_program(engine, *key[1:])
+            programs[key] = self._build_program(*key[:-1])
         if programs[key] is None or full < (
                 _LINEAR_MIN_BATCHES if isinstance(programs[key][0], LinearProgram)
                 else _PROGRAM_MIN_BATCHES):
@@ -958,8 +960,8 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         return bound[2]
 
     def _build_program(
-        self, engine: OrtGradientForwardBackward, size: int, steps: int,
-        penalized: tuple[str, ...], l1: bool, l2: bool,
+        self, weighted: bool, size: int, steps: int, penalized: tuple[str, ...], l1: bool,
+        l2: bool,
     ) -> tuple[StepProgram | LinearProgram, InferenceSession] | None:
         """The program of ``steps`` batches of ``size`` rows and its session (the step's
         options); None for a gradient graph the program cannot hold (control flow).
@@ -967,10 +969,10 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         The hand-written linear step (:func:`~skl_ortgrad.training.program.linear_program`,
         6-10 nodes instead of the gradient graph's 30-odd; equal to rounding in float32,
         not bit for bit) where it computes the same function (:meth:`_lean_loss`), else
-        ``engine``'s static gradient graph plus the updates
+        the engine's static gradient graph plus the updates
         (:func:`~skl_ortgrad.training.program.generic_program`).
         """
-        lean = self._lean_loss(engine, penalized, l1 or l2)
+        lean = self._lean_loss(penalized, l1 or l2)
         try:
             if lean is not None:
                 program = linear_program(
@@ -979,6 +981,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                     threshold=getattr(self.learning_loss_, "threshold", 1.0),
                 )
             else:
+                engine = self._engine(weighted)
                 program = generic_program(
                     engine.step_function(size).model, self.weights_to_train_, steps, size,
                     penalized=penalized, l1=l1, l2=l2, loss=LOSS_NAME,
@@ -987,21 +990,20 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
             return None
         options = session_options(self.n_threads, log_severity(self.enable_logging,
                                                                self.verbose))
-        if lean is None and engine.gradient_.unoptimized:
+        if lean is None and self._engine(weighted).gradient_.unoptimized:
             options = unoptimized_session_options(options)
         return program, cached_session(program.model, options,
                                        device_providers(self.device))
 
-    def _lean_loss(
-        self, engine: OrtGradientForwardBackward, penalized: tuple[str, ...], penalty: bool
-    ) -> str | None:
+    def _lean_loss(self, penalized: tuple[str, ...], penalty: bool) -> str | None:
         r"""The :func:`~skl_ortgrad.training.program.linear_program` loss computing what
         the engine's gradient graph computes, or None.
 
         Its model must be the linear score :math:`s = XW + b` with the trained weights
-        ``(W, b)``, in that order (:func:`~skl_ortgrad.training.program.linear_features`),
-        the engine's inputs the features, the label and possibly the sample weights, the
-        penalty (if any) on :math:`W` alone, the loss exactly ``SquareLearningLoss``,
+        ``(W, b)``, in that order (:func:`~skl_ortgrad.training.program.linear_features`:
+        its one input is the features, and the training model's the features, the label
+        and possibly the sample weights), the penalty (if any) on :math:`W` alone, the
+        loss exactly ``SquareLearningLoss``,
         ``NegLogLearningLoss(eps=0, probability_function='sigmoid')`` or
         ``HingeLearningLoss`` (the perceptron too), whose gradient in :math:`s` is
         :math:`s - y`, :math:`\sigma(s) - y` or :math:`-(2y - 1)` inside the margin, and
@@ -1021,9 +1023,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         features = linear_features(
             check_external_data(self.model_onnx, self.external_data_dir), names)
         if (
-            features is None or len(engine.cls_type_.input_names) not in (2, 3)
-            or engine.cls_type_.input_names[0] != features
-            or (penalty and penalized != (names[0],))
+            features is None or (penalty and penalized != (names[0],))
             or self.weights_[0].dtype not in (np.float32, np.float64)
         ):
             return None

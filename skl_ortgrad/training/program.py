@@ -115,15 +115,20 @@ def scalar_table(
         For every scalar input, an array of shape ``(n_batches, *shape)``.
     """
     eta = np.asarray(etas, dtype=np.float64)
-    values = {
-        "eta": eta,
-        "scale": np.asarray(scales, dtype=np.float64),
-        # The stepper's expression, element for element, so the values are equal.
-        "decay": np.maximum(0.0, 1.0 - eta * float(l2) / int(rows)) ** int(rows),
-        "threshold": eta * float(l1),
-        "neg_threshold": -(eta * float(l1)),
-    }
-    return {name: values[kind].astype(dtype).reshape((-1, *shape))
+
+    def column(kind: str) -> np.ndarray:
+        # Only the kinds the program has: this runs at every epoch.
+        if kind == "eta":
+            return eta
+        if kind == "scale":
+            return np.asarray(scales, dtype=np.float64)
+        if kind == "decay":
+            # The stepper's expression, element for element, so the values are equal.
+            return np.maximum(0.0, 1.0 - eta * float(l2) / int(rows)) ** int(rows)
+        threshold = eta * float(l1)
+        return threshold if kind == "threshold" else -threshold
+
+    return {name: column(kind).astype(dtype).reshape((-1, *shape))
             for name, kind, shape in scalars}
 
 

@@ -98,11 +98,15 @@ def test_estimator_validates_backend(diabetes):
 
 def test_estimator_records_the_backend(backend, diabetes, monkeypatch):
     monkeypatch.delenv(VARIABLE, raising=False)
-    est = OnnxSGDRegressor(backend=backend, max_iter=2, tol=None).fit(*diabetes)
+    # The Huber loss trains on the backend's gradient graph (the squared error on the
+    # linear program, written by hand: it builds no engine at all).
+    est = OnnxSGDRegressor(backend=backend, loss="huber", max_iter=2, tol=None).fit(*diabetes)
     assert est.backend_ == est.optimizer_.backend_ == backend
     assert est.optimizer_._engines and all(
         engine.backend_ == backend for engine in est.optimizer_._engines.values()
     )
+    linear = OnnxSGDRegressor(backend=backend, max_iter=2, tol=None).fit(*diabetes)
+    assert linear.backend_ == backend and not linear.optimizer_._engines
     auto = OnnxSGDRegressor(max_iter=2, tol=None).fit(*diabetes)
     assert auto.backend_ == resolve_backend("auto")
 
