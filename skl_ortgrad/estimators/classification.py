@@ -51,8 +51,10 @@ class ClassifierTargetsMixin:
             )
 
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
-        check_classification_targets(y)
         if first_call:
+            # Later calls need no type check (a tenth of a 50k-row partial_fit): a label
+            # that is not one of classes_ is refused by _class_index.
+            check_classification_targets(y)
             # y's labels are checked above: np.unique, as scikit-learn's SGD (unique_labels
             # would check their type a second time, a tenth of a small fit).
             self.classes_ = (unique_labels(np.asarray(classes)) if classes is not None
