@@ -80,6 +80,8 @@ class MiniBatchLoader:
         Rows of every batch.
     totals : numpy.ndarray
         Rows, or summed sample weights, of every batch of the current epoch.
+    generation : int
+        How many times :meth:`refill` gave the loader new arrays.
     """
 
     def __init__(
@@ -120,6 +122,7 @@ class MiniBatchLoader:
             self._x_batches = {n: np.empty((n, x.shape[1]), dtype=x.dtype) for n in sizes}
         self._order = np.arange(self.n_rows)
         self._pending = False
+        self.generation = 0
         self._feeds: _LazyFeeds | None = None
         # Position of the weights among the dense buffers (X may be sparse, not among them).
         self._weight_buffer = (
@@ -163,6 +166,7 @@ class MiniBatchLoader:
         if not fits:
             return False
         self._sources, self._dense = sources, dense
+        self.generation += 1
         self._update_scales()
         return True
 

@@ -150,7 +150,7 @@ class LinearProgramRun(ProgramRun):
         self._loss_weights = np.zeros(size, dtype=program.dtype)
         self._loss_weights[:n] = 1.0
         self._values = np.empty(size, dtype=program.dtype)
-        self._source = loader.features
+        self._source, self._generation = loader.features, loader.generation
         # Gather needs C order; a loader's features are usually already (no copy).
         self._features = np.ascontiguousarray(self._source)
         self._prepare()
@@ -160,7 +160,10 @@ class LinearProgramRun(ProgramRun):
                       program.fetches(self._values, self.new_weights, first, count))
 
     def fits(self, loader: MiniBatchLoader) -> bool:
-        return loader.features is self._source
+        # The same features: read in place, or copied for this call (arrays refilled in
+        # place between two calls would leave a copy stale).
+        return loader.features is self._source and (
+            self._features is self._source or loader.generation == self._generation)
 
     def schedule(self, etas: np.ndarray, loader: MiniBatchLoader, l1: float, l2: float,
                  rows: int) -> None:

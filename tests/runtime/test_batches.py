@@ -161,3 +161,24 @@ def test_feed_vectors_are_built_on_first_use(monkeypatch):
     assert feed(2) is first
     assert loader.epoch()(2) is first
     assert built == [2]
+
+
+def test_epoch_without_features_draws_the_same_order_and_fills_on_demand():
+    """``epoch(features=False)`` permutes the other arrays only: the order (and the random
+    stream) are those of a full epoch, and ``fill_features`` copies the features in that
+    order when a batch must be fed after all."""
+    X = np.arange(40, dtype=np.float32).reshape((20, 2))
+    y = np.arange(20, dtype=np.float32).reshape((-1, 1))
+    full = MiniBatchLoader([X, y], 8, True, np.random.RandomState(5), CPU, list)
+    lazy = MiniBatchLoader([X, y], 8, True, np.random.RandomState(5), CPU, list)
+    assert lazy.generation == 0 and lazy.refill([X, y]) and lazy.generation == 1
+    for _ in range(2):
+        full.epoch()
+        lazy.epoch(features=False)
+        np.testing.assert_array_equal(lazy.order, full.order)
+        np.testing.assert_array_equal(lazy.per_row[1], y[lazy.order])
+        assert not np.array_equal(lazy.per_row[0], X[lazy.order])
+        lazy.fill_features()
+        np.testing.assert_array_equal(lazy.per_row[0], X[lazy.order])
+        np.testing.assert_array_equal(lazy.starts, [0, 8, 16])
+    assert lazy.features is X

@@ -302,6 +302,23 @@ def test_short_epochs_run_per_batch(monkeypatch, chunks, lean):
     assert chunks
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_features_changed_in_place_between_calls(monkeypatch, chunks, order):
+    """The linear program reads the features as given (C order) or a copy made for the
+    call (any other layout): new values written into the same array between two
+    partial_fit calls are trained on, as by the per-batch path."""
+    def stream():
+        features = np.array(X[:500], order=order)
+        model = OnnxSGDRegressor(random_state=0)
+        model.partial_fit(features, Y["regression"][:500])
+        features[...] = X[500:]
+        return model.partial_fit(features, Y["regression"][500:])
+
+    model = stream()
+    assert chunks
+    _assert_same(_state(model), _state(_per_batch(monkeypatch, stream)), rtol=1e-5)
+
+
 def test_momentum_and_sparse_data_run_per_batch(chunks):
     model = OrtGradientForwardBackwardOptimizer(
         _linear_float64(), weights_to_train=["coef", "intercept"], batch_size=BATCHES,
