@@ -25,6 +25,7 @@ from onnxruntime import RunOptions, SessionOptions
 from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
 
 from skl_ortgrad.graph.dtypes import numpy_dtype
+from skl_ortgrad.runtime.buffers import packed_zeros
 from skl_ortgrad.runtime.sessions import cached_session
 
 
@@ -87,9 +88,14 @@ class OrtGradientStep:
                     f"Output {fetch.name!r} has shape {fetch.shape}: the outputs of a "
                     "training step (loss, gradients) must have static shapes."
                 )
+        fetches = self._session.get_outputs()
+        if outputs is None and len({dtypes[fetch.name] for fetch in fetches}) == 1:
+            # Packed: the gradients (after the loss) are one span for the optimizer's
+            # elementwise updates (runtime.buffers).
+            outputs = packed_zeros([tuple(fetch.shape) for fetch in fetches],
+                                   dtypes[fetches[0].name])
         self.outputs = outputs if outputs is not None else [
-            np.zeros(fetch.shape, dtype=dtypes[fetch.name])
-            for fetch in self._session.get_outputs()
+            np.zeros(fetch.shape, dtype=dtypes[fetch.name]) for fetch in fetches
         ]
         cpu = OrtDevice(OrtDevice.cpu(), OrtDevice.default_memory(), 0)
         self._fetches = OrtValueVector()

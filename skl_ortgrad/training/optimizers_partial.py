@@ -71,6 +71,7 @@ from skl_ortgrad.graph.shapes import typed_output
 from skl_ortgrad.graph.weights import get_train_initializer
 from skl_ortgrad.objective.merge import merge_loss_graph
 from skl_ortgrad.runtime.batches import MiniBatchLoader
+from skl_ortgrad.runtime.buffers import packed_copies
 from skl_ortgrad.runtime.devices import device_providers, log_severity, ort_device, parse_device
 from skl_ortgrad.runtime.options import session_options, unoptimized_session_options
 from skl_ortgrad.runtime.program_run import LinearProgramRun, ProgramRun
@@ -439,7 +440,8 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                 name: numpy_helper.to_array(available[name]) for name in self.weights_to_train
             }
         names = list(inits)
-        return names, [np.ascontiguousarray(inits[name]).copy() for name in names]
+        # One buffer for all (runtime.buffers): the rates' updates run once over them.
+        return names, packed_copies([inits[name] for name in names])
 
     def _reset(self) -> None:
         """Start from the model's initializers (what a non-warm :meth:`fit` does)."""

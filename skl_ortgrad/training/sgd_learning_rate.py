@@ -48,6 +48,7 @@ from onnx import helper, numpy_helper
 
 from skl_ortgrad.graph.dtypes import onnx_dtype
 from skl_ortgrad.graph.model import OPSET, make_model
+from skl_ortgrad.runtime.buffers import contiguous_span, packed_zeros
 from skl_ortgrad.training.base_learning import BaseLearningObject
 
 __all__ = [
@@ -314,13 +315,13 @@ class LearningRateSGD(BaseLearningRate):
     ) -> Callable[[float], None]:
         r"""Return ``step(eta)`` applying :math:`w \leftarrow w - \eta g` in place.
 
-        Validated here, once; ``step`` uses one preallocated temporary per weight.
-        ``state`` is unused (``[]``, see :meth:`init_state`).
+        Validated here, once; ``step`` uses one preallocated temporary per weight (one
+        for all when they are packed, :func:`_segments`). ``state`` is unused (``[]``,
+        see :meth:`init_state`).
         """
         self._validate()
         _check_lists(weights, gradients)
-        scratch = [np.empty_like(g) for g in gradients]
-        triples = list(zip(weights, gradients, scratch, strict=True))
+        triples = [(w, g, np.empty_like(g)) for w, g in _segments(weights, gradients)]
 
         def step(eta: float) -> None:
             for w, g, tmp in triples:
@@ -422,9 +423,10 @@ class LearningRateSGDNesterov(LearningRateSGD):
             raise ValueError(f"nesterov must be a bool, got {self.nesterov!r}.")
 
     def init_state(self, weights: list[np.ndarray]) -> list[np.ndarray]:
-        """Return one zero velocity per weight, with the weight's shape and dtype."""
+        """Return one zero velocity per weight, with the weight's shape and dtype (packed
+        in one buffer, see :func:`_segments`)."""
         self._validate()
-        return [np.zeros_like(w, order="C") for w in weights]
+        return _zeros_like(weights)
 
     def stepper(
         self,
@@ -449,7 +451,7 @@ class LearningRateSGDNesterov(LearningRateSGD):
         nesterov = bool(self.nesterov)
         buffers = [
             (w, g, v, np.empty_like(g), np.empty_like(g))
-            for w, g, v in zip(weights, gradients, state, strict=True)
+            for w, g, v in _segments(weights, gradients, state)
         ]
 
         def step(eta: float) -> None:
@@ -518,6 +520,25 @@ class LearningRateSGDNesterov(LearningRateSGD):
         name = "nesterov_update" if self.nesterov else "momentum_update"
         graph = helper.make_graph(nodes, name, inputs, outputs, initializer=[mu])
         return make_model(graph, opset=opset)
+
+
+def _zeros_like(weights: list[np.ndarray]) -> list[np.ndarray]:
+    """Zero arrays shaped as ``weights``, packed in one buffer when they share a dtype."""
+    if len({w.dtype for w in weights}) != 1:
+        return [np.zeros_like(w, order="C") for w in weights]
+    return packed_zeros([w.shape for w in weights], weights[0].dtype)
+
+
+def _segments(*lists: list[np.ndarray]) -> list[tuple[np.ndarray, ...]]:
+    """The per-weight tuples ``zip(*lists)`` a stepper updates, or one tuple of 1-D views
+    when every list is packed in one buffer (:func:`~skl_ortgrad.runtime.buffers.
+    contiguous_span`: the weights, the gradients and the states of an optimizer are):
+    elementwise updates give the same values either way, once per call instead of once
+    per weight."""
+    spans = [contiguous_span(arrays) for arrays in lists]
+    if all(span is not None for span in spans):
+        return [tuple(spans)]
+    return list(zip(*lists, strict=True))
 
 
 def _finite(value: Any) -> bool:
@@ -657,9 +678,7 @@ class LearningRateAdam(BaseLearningRate):
             ``2 n + 1`` arrays, see the class notes.
         """
         self._validate()
-        moments = [np.zeros_like(w, order="C") for w in weights]
-        moments += [np.zeros_like(w, order="C") for w in weights]
-        return [*moments, np.zeros((), dtype=np.int64)]
+        return [*_zeros_like(weights), *_zeros_like(weights), np.zeros((), dtype=np.int64)]
 
     def _check_state(self, weights: list[np.ndarray], state: list[np.ndarray]) -> None:
         n = len(weights)
@@ -701,7 +720,7 @@ class LearningRateAdam(BaseLearningRate):
         eps = float(self.epsilon)
         buffers = [
             (w, g, m, v, np.empty_like(g), np.empty_like(g))
-            for w, g, m, v in zip(weights, gradients, state[:n], state[n : 2 * n], strict=True)
+            for w, g, m, v in _segments(weights, gradients, state[:n], state[n : 2 * n])
         ]
 
         def step(eta: float) -> None:
