@@ -680,6 +680,8 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         device = ort_device("cpu" if parse_device(self.device)[0] == "cpu"
                             else self._engine(weighted).cls_type_.device)
         loader = self._loader(arrays, weighted, device)
+        # Nothing it depends on changes between the epochs of a call.
+        program = self._program(weighted, loader)
         period = self._validation_period()
         best, no_improvement = np.inf, 0
         progress = TrainingProgress(
@@ -693,7 +695,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                 for epoch in range(epochs):
                     snapshot = self.get_checkpoint()
                     try:
-                        loss = self._epoch(weighted, loader, interrupt)
+                        loss = self._epoch(weighted, loader, interrupt, program)
                     except _Diverged as diverged:
                         self.set_checkpoint(snapshot)
                         reason = DIVERGED
@@ -786,6 +788,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         weighted: bool,
         loader: MiniBatchLoader,
         interrupt: _DeferredInterrupt,
+        program: ProgramRun | None,
     ) -> float:
         """One pass over ``loader`` (with sample weights or not); return the mean
         (sample-weighted) loss.
@@ -794,8 +797,9 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         allocated once, :class:`~skl_ortgrad.runtime.step.OrtGradientStep`)
         and the in-place updates of steppers validated once per epoch; the schedule is
         computed for the whole epoch at once. Where the training program applies
-        (:meth:`_program`), the full batches run ``_PROGRAM_STEPS`` per call instead,
-        computing the same updates (to rounding, see :meth:`_build_program`): a chunk's
+        (``program``, from :meth:`_program`), the batches run ``_PROGRAM_STEPS`` per call
+        instead, computing the same updates (to rounding, see :meth:`_build_program`): a
+        chunk's
         new weights replace the weights only if all its losses are finite; otherwise
         the chunk is replayed batch by batch, which stops at the exact batch with the
         per-batch path's state and message. Ctrl-C is honoured at the next chunk
@@ -812,7 +816,6 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         eta_array = self.learning_rate_.schedule(self.t_ + loader.starts) * (
             self.learning_rate_.eta_factor(self.lr_state_))
         etas = eta_array.tolist()
-        program = self._program(weighted, loader)
         feed = loader.epoch(features=program is None or program.needs_features)
         totals = loader.totals
         total, previous = 0.0, None
