@@ -52,13 +52,14 @@ class ClassifierTargetsMixin:
 
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
         if first_call:
-            # Later calls need no type check (a tenth of a 50k-row partial_fit): a label
-            # that is not one of classes_ is refused by _class_index.
-            check_classification_targets(y)
-            # y's labels are checked above: np.unique, as scikit-learn's SGD (unique_labels
-            # would check their type a second time, a tenth of a small fit).
+            # The type of the distinct labels is the type of y (1-D here), checked for a
+            # fraction of the cost (scikit-learn's SGD checks its classes the same way,
+            # after the same np.unique); later calls need no check: a label not in
+            # classes_ is refused by _class_index.
+            labels = np.unique(y)
+            check_classification_targets(labels)
             self.classes_ = (unique_labels(np.asarray(classes)) if classes is not None
-                             else np.unique(y))
+                             else labels)
             if len(self.classes_) < 2:
                 raise ValueError(
                     f"The classifier needs samples of at least 2 classes; got 1 class: "
