@@ -51,27 +51,24 @@ class ProgramRun:
 
     def __init__(self, program: Any, session: InferenceSession,
                  loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:
-        self.program, self._session = program, session
-        self.n_batches = loader.rows.count(program.batch_rows)
-        k = program.steps
-        self.chunks = [(first, min(k, self.n_batches - first))
-                       for first in range(0, self.n_batches, k)]
-        self.new_weights = [np.empty_like(w) for w in weights]
+        self._start(program, session, weights, loader.rows.count(program.batch_rows))
         self._losses = np.empty(self.n_batches, dtype=program.dtype)
-        self.table = program.scalar_table(np.zeros(self.n_batches), np.zeros(self.n_batches))
-        self._bind(loader, weights)
-
-    def _bind(self, loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:
-        per_row = dict(zip(self.program.data, loader.per_row, strict=True))
-        self._prepare()
+        per_row = dict(zip(program.data, loader.per_row, strict=True))
         for first, count in self.chunks:
-            self._add(self.program.feeds(per_row, self.table, weights, first, count),
-                      self.program.fetches(self._losses[first:first + count],
-                                           self.new_weights, count))
+            self._add(program.feeds(per_row, self.table, weights, first, count),
+                      program.fetches(self._losses[first:first + count], self.new_weights,
+                                      count))
 
-    def _prepare(self) -> None:
-        self._inputs = [i.name for i in self._session.get_inputs()]
-        self._outputs = [o.name for o in self._session.get_outputs()]
+    def _start(self, program: Any, session: InferenceSession, weights: list[np.ndarray],
+               n_batches: int) -> None:
+        """The chunks of ``n_batches`` batches, the buffers, no feeds yet."""
+        self.program, self._session, self.n_batches = program, session, n_batches
+        self.chunks = [(first, min(program.steps, n_batches - first))
+                       for first in range(0, n_batches, program.steps)]
+        self.new_weights = [np.empty_like(w) for w in weights]
+        self.table = program.scalar_table(np.zeros(n_batches), np.zeros(n_batches))
+        self._inputs = [i.name for i in session.get_inputs()]
+        self._outputs = [o.name for o in session.get_outputs()]
         self._cpu = OrtDevice(OrtDevice.cpu(), OrtDevice.default_memory(), 0)
         self._devices = [self._cpu] * len(self._outputs)
         # OrtValue borrows numpy memory without holding a reference: keep the views.
@@ -135,14 +132,8 @@ class LinearProgramRun(ProgramRun):
 
     def __init__(self, program: Any, session: InferenceSession,
                  loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:
-        self.program, self._session = program, session
-        b, self.n_batches = program.batch_rows, len(loader.rows)
-        k = program.steps
-        self.chunks = [(first, min(k, self.n_batches - first))
-                       for first in range(0, self.n_batches, k)]
-        self.new_weights = [np.empty_like(w) for w in weights]
-        self.table = program.scalar_table(np.zeros(self.n_batches), np.zeros(self.n_batches))
-        size, n = self.n_batches * b, loader.n_rows
+        self._start(program, session, weights, len(loader.rows))
+        size, n = self.n_batches * program.batch_rows, loader.n_rows
         # Padding rows: index 0, target 0, step weight 0, loss weight 0.
         self.per_row = {"rows": np.zeros(size, dtype=np.int64),
                         "target": np.zeros(size, dtype=program.dtype),
@@ -153,7 +144,6 @@ class LinearProgramRun(ProgramRun):
         self._source, self._generation = loader.features, loader.generation
         # Gather needs C order; a loader's features are usually already (no copy).
         self._features = np.ascontiguousarray(self._source)
-        self._prepare()
         for first, count in self.chunks:
             self._add(program.feeds(self._features, self.per_row, self.table, weights,
                                     first, count),
