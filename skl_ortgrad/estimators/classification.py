@@ -54,8 +54,8 @@ class ClassifierTargetsMixin:
         if first_call:
             # The type of the distinct labels is the type of y (1-D here), checked for a
             # fraction of the cost (scikit-learn's SGD checks its classes the same way,
-            # after the same np.unique); later calls need no check: a label not in
-            # classes_ is refused by _class_index.
+            # after the same np.unique); later calls check only labels not in classes_
+            # (_class_index).
             labels = np.unique(y)
             check_classification_targets(labels)
             self.classes_ = (unique_labels(np.asarray(classes)) if classes is not None
@@ -101,11 +101,13 @@ class ClassifierTargetsMixin:
         Raises
         ------
         ValueError
-            If some labels are not in ``classes_``.
+            If some labels are not in ``classes_`` (scikit-learn's message when they are
+            not class labels at all).
         """
         index = np.searchsorted(self.classes_, y)
         known = self.classes_.take(index, mode="clip") == y
         if not known.all():
+            check_classification_targets(y)
             unknown = np.unique(np.asarray(y)[~known])
             raise ValueError(
                 f"Labels {unknown.tolist()} are not in classes_={self.classes_.tolist()}."

@@ -37,8 +37,9 @@ Two programs:
   bit those of the per-batch path. Its inputs are the batches' rows, stacked (views of the
   loader's permuted buffers), its outputs the new weights and the :math:`k` batch losses;
 * :func:`linear_program` (:class:`LinearProgram`) writes the step of a linear model
-  :math:`s = W x + b` by hand, in 6-9 nodes, for the squared error, the binary log loss and
-  the hinge loss (the classifiers' default; the perceptron is its threshold 0). It works on
+  :math:`s = W x + b` by hand, in 6 to 8 nodes (plus up to 3 for the penalty), for the
+  squared error, the binary log loss and the hinge loss (the classifiers' default; the
+  perceptron is its threshold 0). It works on
   rows: :math:`W` is ``[1, d]``, the scores of a batch ``[1, b]``, and every per-row
   factor of the update is folded into one per-row input computed in numpy for the whole
   epoch, the *step weight* :math:`c_i = \eta_j \sigma_j s_i` (times :math:`-(2y_i - 1)`
