@@ -799,10 +799,9 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         computed for the whole epoch at once. Where the training program applies
         (``program``, from :meth:`_program`), the batches run ``_PROGRAM_STEPS`` per call
         instead, computing the same updates (to rounding, see :meth:`_build_program`): a
-        chunk's
-        new weights replace the weights only if all its losses are finite; otherwise
-        the chunk is replayed batch by batch, which stops at the exact batch with the
-        per-batch path's state and message. Ctrl-C is honoured at the next chunk
+        chunk's new weights replace the weights only if all its losses are finite;
+        otherwise the chunk is replayed batch by batch, which stops at the exact batch
+        with the per-batch path's state and message. Ctrl-C is honoured at the next chunk
         boundary.
 
         Raises :class:`_Diverged` on a non-finite batch loss (before any update), and
@@ -972,7 +971,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         options); None for a gradient graph the program cannot hold (control flow).
 
         The hand-written linear step (:func:`~skl_ortgrad.training.program.linear_program`,
-        6-10 nodes instead of the gradient graph's 30-odd; equal to rounding in float32,
+        6 to 11 nodes instead of the gradient graph's 30-odd; equal to rounding in float32,
         not bit for bit) where it computes the same function (:meth:`_lean_loss`), else
         the engine's static gradient graph plus the updates
         (:func:`~skl_ortgrad.training.program.generic_program`).
