@@ -40,6 +40,7 @@ from sklearn.model_selection import GridSearchCV, train_test_split
 from sklearn.preprocessing import StandardScaler
 
 from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
+from skl_ortgrad.gradient import training_available
 
 ALPHAS = [1e-5, 1e-4, 1e-3, 1e-2]
 SEEDS = range(5)
@@ -119,37 +120,45 @@ def time_to_score(n_rounds: int) -> Table:
 
 
 def run(n_rounds: int | None = None) -> list[Table]:
-    """The two cases as a table, then the time to score (``make bench`` runs it through
-    ``run_all.py``)."""
+    """The two cases as a table, with each gradient backend, then the time to score
+    (``make bench`` runs it through ``run_all.py``)."""
     quiet_warnings()
     n_rounds = rounds(5) if n_rounds is None else n_rounds
     X, y = make_data()
     grid = {"alpha": ALPHAS}
+    backends = ["onnx"] + (["onnxruntime-training"] if training_available() else [])
     cases = {
         "fit, defaults": {
-            "ours": lambda: OnnxSGDClassifier().fit(X, y),
+            **{backend: (lambda backend=backend: OnnxSGDClassifier(backend=backend).fit(X, y))
+               for backend in backends},
             "sklearn": lambda: SGDClassifier().fit(X, y),
         },
         "GridSearchCV, 4 alphas x 5 folds": {
-            "ours": lambda: GridSearchCV(OnnxSGDClassifier(), grid, cv=5).fit(X, y),
+            **{backend: (lambda backend=backend: GridSearchCV(
+                OnnxSGDClassifier(backend=backend), grid, cv=5).fit(X, y))
+               for backend in backends},
             "sklearn": lambda: GridSearchCV(SGDClassifier(), grid, cv=5).fit(X, y),
         },
     }
     table = Table(
         "Small fits: breast cancer (569 x 30, standardized), OnnxSGDClassifier() vs "
         "SGDClassifier()",
-        ["case", "ours (ms)", "scikit-learn (ms)", "ours / scikit-learn"],
+        ["case", "backend", "ours (ms)", "scikit-learn (ms)", "ours / scikit-learn"],
         notes=[f"{n_rounds} interleaved rounds after a warm-up; goal of the speed issue: "
                "at most 3x.",
                "Sessions, skl2onnx conversions and gradient graphs come from process-wide "
-               "caches: a grid search converts and builds once per shape."],
+               "caches: a grid search converts and builds once per shape. At the defaults "
+               "the linear program trains, which no gradient backend builds: the backends "
+               "differ by noise only."],
     )
     for name, funcs in cases.items():
         runs = interleaved_runs(funcs, n_rounds=n_rounds, warmup=1)
-        spread = ratio_spread(runs, "ours", "sklearn")
-        table.add(name, np.median(runs["ours"]) * 1e3, np.median(runs["sklearn"]) * 1e3,
-                  spread)
-        table.headlines.append((f"small fit, {name}: ours / SGDClassifier", spread))
+        for backend in backends:
+            spread = ratio_spread(runs, backend, "sklearn")
+            table.add(name, backend, np.median(runs[backend]) * 1e3,
+                      np.median(runs["sklearn"]) * 1e3, spread)
+            table.headlines.append(
+                (f"small fit, {name}, {backend} backend: ours / SGDClassifier", spread))
     return [table, time_to_score(n_rounds)]
 
 
