@@ -25,12 +25,18 @@ def packed_zeros(shapes: Sequence[tuple[int, ...]], dtype: np.dtype | type) -> l
             for size, end, shape in zip(sizes, ends, shapes, strict=True)]
 
 
+def packed_zeros_like(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Zero arrays shaped and typed as ``arrays``, consecutive views of one buffer
+    (separate arrays when their dtypes differ)."""
+    dtypes = {np.asarray(a).dtype for a in arrays}
+    if len(dtypes) != 1:
+        return [np.zeros_like(a, order="C") for a in arrays]
+    return packed_zeros([np.shape(a) for a in arrays], dtypes.pop())
+
+
 def packed_copies(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Copies of ``arrays`` as consecutive views of one buffer (separate copies when their
-    dtypes differ)."""
-    if len({np.asarray(a).dtype for a in arrays}) != 1:
-        return [np.array(a, order="C") for a in arrays]
-    copies = packed_zeros([np.shape(a) for a in arrays], np.asarray(arrays[0]).dtype)
+    """Copies of ``arrays``, packed as :func:`packed_zeros_like` packs."""
+    copies = packed_zeros_like(arrays)
     for copy, array in zip(copies, arrays, strict=True):
         np.copyto(copy, array)
     return copies

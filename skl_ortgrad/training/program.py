@@ -133,6 +133,18 @@ def scalar_table(
             for name, kind, shape in scalars}
 
 
+class _ScalarInputs:
+    """What both programs share: their per-step scalar inputs (``scalars``, ``dtype``)."""
+
+    scalars: list[tuple[str, str, tuple[int, ...]]]
+    dtype: np.dtype
+
+    def scalar_table(self, etas: np.ndarray, scales: np.ndarray, l1: float = 0.0,
+                     l2: float = 0.0, rows: int = 1) -> dict[str, np.ndarray]:
+        """:func:`scalar_table` of this program's scalars."""
+        return scalar_table(self.scalars, self.dtype, etas, scales, l1, l2, rows)
+
+
 @dataclass
 class _Template:
     """One step as a graph: data, scalars and weights in; new weights and the loss out.
@@ -155,7 +167,7 @@ class _Template:
 
 
 @dataclass
-class StepProgram:
+class StepProgram(_ScalarInputs):
     """The generic program (:func:`generic_program`) and how to feed it.
 
     Attributes
@@ -190,11 +202,6 @@ class StepProgram:
     scalars: list[tuple[str, str, tuple[int, ...]]]
     loss_shape: tuple[int, ...]
     dtype: np.dtype
-
-    def scalar_table(self, etas: np.ndarray, scales: np.ndarray, l1: float = 0.0,
-                     l2: float = 0.0, rows: int = 1) -> dict[str, np.ndarray]:
-        """:func:`scalar_table` of this program's scalars."""
-        return scalar_table(self.scalars, self.dtype, etas, scales, l1, l2, rows)
 
     def feeds(
         self, data: dict[str, np.ndarray], table: dict[str, np.ndarray],
@@ -236,7 +243,7 @@ class StepProgram:
 
 
 @dataclass
-class LinearProgram:
+class LinearProgram(_ScalarInputs):
     r"""The linear program (:func:`linear_program`) and how to feed it.
 
     Per epoch, the caller computes the per-row inputs (arrays of ``n_batches *
@@ -273,11 +280,6 @@ class LinearProgram:
     new_weights = ("new_coef", "new_intercept")
     per_row = ("rows", "target", "step_weight")
     features, values = "X", "values"
-
-    def scalar_table(self, etas: np.ndarray, scales: np.ndarray, l1: float = 0.0,
-                     l2: float = 0.0, rows: int = 1) -> dict[str, np.ndarray]:
-        """:func:`scalar_table` of this program's scalars."""
-        return scalar_table(self.scalars, self.dtype, etas, scales, l1, l2, rows)
 
     @property
     def weight_shapes(self) -> list[tuple[int, ...]]:

@@ -48,7 +48,7 @@ from onnx import helper, numpy_helper
 
 from skl_ortgrad.graph.dtypes import onnx_dtype
 from skl_ortgrad.graph.model import OPSET, make_model
-from skl_ortgrad.runtime.buffers import contiguous_span, packed_zeros
+from skl_ortgrad.runtime.buffers import contiguous_span, packed_zeros_like
 from skl_ortgrad.training.base_learning import BaseLearningObject
 
 __all__ = [
@@ -426,7 +426,7 @@ class LearningRateSGDNesterov(LearningRateSGD):
         """Return one zero velocity per weight, with the weight's shape and dtype (packed
         in one buffer, see :func:`_segments`)."""
         self._validate()
-        return _zeros_like(weights)
+        return packed_zeros_like(weights)
 
     def stepper(
         self,
@@ -520,13 +520,6 @@ class LearningRateSGDNesterov(LearningRateSGD):
         name = "nesterov_update" if self.nesterov else "momentum_update"
         graph = helper.make_graph(nodes, name, inputs, outputs, initializer=[mu])
         return make_model(graph, opset=opset)
-
-
-def _zeros_like(weights: list[np.ndarray]) -> list[np.ndarray]:
-    """Zero arrays shaped as ``weights``, packed in one buffer when they share a dtype."""
-    if len({w.dtype for w in weights}) != 1:
-        return [np.zeros_like(w, order="C") for w in weights]
-    return packed_zeros([w.shape for w in weights], weights[0].dtype)
 
 
 def _segments(*lists: list[np.ndarray]) -> list[tuple[np.ndarray, ...]]:
@@ -678,7 +671,8 @@ class LearningRateAdam(BaseLearningRate):
             ``2 n + 1`` arrays, see the class notes.
         """
         self._validate()
-        return [*_zeros_like(weights), *_zeros_like(weights), np.zeros((), dtype=np.int64)]
+        moments = [*packed_zeros_like(weights), *packed_zeros_like(weights)]
+        return [*moments, np.zeros((), dtype=np.int64)]
 
     def _check_state(self, weights: list[np.ndarray], state: list[np.ndarray]) -> None:
         n = len(weights)

@@ -97,11 +97,16 @@ def _assert_same(got, expected, rtol=0.0):
         assert losses == expected_losses
 
 
+def _generic_only(monkeypatch):
+    """The generic program wherever the linear one would run."""
+    monkeypatch.setattr(OrtGradientForwardBackwardOptimizer, "_lean_loss",
+                        lambda self, *args: None)
+
+
 @pytest.fixture
 def generic(monkeypatch):
     """The generic program only (the lean one off): float32 bit for bit."""
-    monkeypatch.setattr(OrtGradientForwardBackwardOptimizer, "_lean_loss",
-                        lambda self, *args: None)
+    _generic_only(monkeypatch)
 
 
 @pytest.fixture
@@ -222,8 +227,7 @@ def test_sample_weights(monkeypatch, chunks, programs, lean):
     over 4 epochs: at most 1.9e-6 relative on the weights), the generic one bit for
     bit."""
     if not lean:
-        monkeypatch.setattr(OrtGradientForwardBackwardOptimizer, "_lean_loss",
-                            lambda self, *args: None)
+        _generic_only(monkeypatch)
     weights = RNG.integers(0, 3, N_ROWS).astype(np.float32)
     weights[:40] = 0  # a batch weighing nothing when not shuffled
 
@@ -292,8 +296,7 @@ def test_short_epochs_run_per_batch(monkeypatch, chunks, lean):
     """Below ``_LINEAR_MIN_BATCHES`` (linear program) or ``_PROGRAM_MIN_BATCHES``
     (generic program) full batches the program saves less than it costs."""
     if not lean:
-        monkeypatch.setattr(OrtGradientForwardBackwardOptimizer, "_lean_loss",
-                            lambda self, *args: None)
+        _generic_only(monkeypatch)
     rows = 32 * (optimizers_partial._LINEAR_MIN_BATCHES if lean
                  else optimizers_partial._PROGRAM_MIN_BATCHES)
     model = OnnxSGDRegressor(random_state=0).partial_fit(X[:rows - 1], Y["regression"][:rows - 1])
@@ -353,8 +356,7 @@ def test_divergence_in_a_chunk_is_reported_at_its_batch(monkeypatch, chunks, lea
     program's features copied first) finds the batch; message, kept weights, t_ and
     n_iter_ are the per-batch path's (the linear program's weights to rounding)."""
     if not lean:
-        monkeypatch.setattr(OrtGradientForwardBackwardOptimizer, "_lean_loss",
-                            lambda self, *args: None)
+        _generic_only(monkeypatch)
     start = 1 + N_ROWS + 10 * BATCHES
     schedule = LearningRateSGD.schedule
     monkeypatch.setattr(
