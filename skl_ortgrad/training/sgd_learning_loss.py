@@ -303,7 +303,20 @@ class ElasticLearningLoss(BaseLearningLoss):
         }
 
 
-class HuberLearningLoss(BaseLearningLoss):
+class _EpsilonLoss(BaseLearningLoss):
+    """A loss of the error :math:`d = p - y` with one parameter, scikit-learn's
+    ``epsilon`` (the loss graph kind ``_kind``)."""
+
+    _kind: ClassVar[str]
+
+    def __init__(self, epsilon: float = 0.1) -> None:
+        self.epsilon = epsilon
+
+    def _graph_kind(self) -> tuple[str, dict[str, float]]:
+        return self._kind, {"epsilon": _check_nonnegative(self, "epsilon")}
+
+
+class HuberLearningLoss(_EpsilonLoss):
     r"""Huber loss (scikit-learn's ``loss='huber'``), with :math:`d = p - y`.
 
     .. math::
@@ -319,14 +332,10 @@ class HuberLearningLoss(BaseLearningLoss):
         :math:`\epsilon \ge 0`, where the loss turns from quadratic to linear.
     """
 
-    def __init__(self, epsilon: float = 0.1) -> None:
-        self.epsilon = epsilon
-
-    def _graph_kind(self) -> tuple[str, dict[str, float]]:
-        return "huber", {"epsilon": _check_nonnegative(self, "epsilon")}
+    _kind = "huber"
 
 
-class EpsilonInsensitiveLearningLoss(BaseLearningLoss):
+class EpsilonInsensitiveLearningLoss(_EpsilonLoss):
     r"""Epsilon-insensitive loss (linear SVR), with :math:`d = p - y`.
 
     .. math::
@@ -341,14 +350,10 @@ class EpsilonInsensitiveLearningLoss(BaseLearningLoss):
         :math:`\epsilon \ge 0`, half width of the band where errors cost nothing.
     """
 
-    def __init__(self, epsilon: float = 0.1) -> None:
-        self.epsilon = epsilon
-
-    def _graph_kind(self) -> tuple[str, dict[str, float]]:
-        return "epsilon_insensitive", {"epsilon": _check_nonnegative(self, "epsilon")}
+    _kind = "epsilon_insensitive"
 
 
-class SquaredEpsilonInsensitiveLearningLoss(BaseLearningLoss):
+class SquaredEpsilonInsensitiveLearningLoss(_EpsilonLoss):
     r"""Squared epsilon-insensitive loss (scikit-learn's
     ``loss='squared_epsilon_insensitive'``), with :math:`d = p - y`.
 
@@ -366,11 +371,7 @@ class SquaredEpsilonInsensitiveLearningLoss(BaseLearningLoss):
         :math:`\epsilon \ge 0`, half width of the band where errors cost nothing.
     """
 
-    def __init__(self, epsilon: float = 0.1) -> None:
-        self.epsilon = epsilon
-
-    def _graph_kind(self) -> tuple[str, dict[str, float]]:
-        return "squared_epsilon_insensitive", {"epsilon": _check_nonnegative(self, "epsilon")}
+    _kind = "squared_epsilon_insensitive"
 
 
 class PoissonLearningLoss(BaseLearningLoss):
