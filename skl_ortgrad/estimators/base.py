@@ -229,7 +229,9 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
     def _resolved_batch_size(self, n_samples: int) -> int:
         # 32 rows with scikit-learn's SGD schedules matched SGDRegressor/SGDClassifier's
         # test scores on diabetes, breast cancer, iris and digits (200 under-trained iris).
-        return min(32, n_samples) if self.batch_size == "auto" else int(self.batch_size)
+        # At most the rows there are: the rate's scale is then the loader's batch size,
+        # the one the SGD estimators' batch gradient is divided by (weighted_mean=False).
+        return min(32 if self.batch_size == "auto" else int(self.batch_size), n_samples)
 
     def _max_iter_warning(self) -> str | None:
         """The ConvergenceWarning of a fit that ran ``max_iter`` epochs (None: no warning),
@@ -381,7 +383,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
                 # that a stream of partial_fit calls keeps one schedule.
                 self._stable_step = stable_step(X)
                 self._weights_dtype = data_dtype
-                self._build_optimizer(X.shape[1], X.shape[0], init or {})
+                self._build_optimizer(X.shape[1], init or {})
             optimizer = self.optimizer_
             if not (restart or partial):
                 self._restart_schedule()
@@ -488,18 +490,16 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             return math.nan
         return float(r2_score(y, prediction, sample_weight=sample_weight))
 
-    def _build_optimizer(self, n_features: int, n_samples: int, init: dict[str, Any]) -> None:
+    def _build_optimizer(self, n_features: int, init: dict[str, Any]) -> None:
+        """A new ``optimizer_`` for ``n_features`` columns; :meth:`_train` gives it the
+        training objects of every call (``set_params``)."""
         template = self._template(n_features, self._dtype())
         self._initialize(template, init)
         self._template_ = template
-        rate, loss, penalty = self._training_objects(self._resolved_batch_size(n_samples), 1.0)
         train_model = select_model_output(template.model, template.score)
         self.optimizer_ = OrtGradientForwardBackwardOptimizer(
             train_model,
             weights_to_train=template.weights,
-            learning_rate=rate,
-            learning_loss=loss,
-            learning_penalty=penalty,
             device=self.device,
             shuffle=self.shuffle,
             random_state=self.random_state,

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-import onnx
-from onnx import ModelProto, NodeProto, helper
+from collections.abc import Hashable
 
+import onnx
+from onnx import ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
+
+from skl_ortgrad._cache import BoundedCache
 from skl_ortgrad.graph.model import rebuild_model, subgraph_inputs
+
+#: Types onnx shape inference gave to results, by graph (weights by type and shape only).
+INFERRED: BoundedCache[ValueInfoProto | None] = BoundedCache(64)
+_FLOATS = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16,
+                     TensorProto.BFLOAT16})
 
 
 def select_model_output(onx: ModelProto, output_name: str) -> ModelProto:
@@ -43,8 +51,8 @@ def select_model_output(onx: ModelProto, output_name: str) -> ModelProto:
     if info is None:
         info = next((v for v in graph.value_info if v.name == output_name), None)
     if info is None:
-        inferred = onnx.shape_inference.infer_shapes(onx)
-        info = next((v for v in inferred.graph.value_info if v.name == output_name), None)
+        info = INFERRED.get(_structure(onx, output_name),
+                            lambda: _inferred_info(onx, output_name))
     if info is None:
         # Type unknown to onnx shape inference (custom domain): onnxruntime infers it.
         info = helper.make_empty_tensor_value_info(output_name)
@@ -66,3 +74,28 @@ def select_model_output(onx: ModelProto, output_name: str) -> ModelProto:
         value_info=[v for v in graph.value_info if v.name in needed and v.name != output_name],
     )
     return rebuild_model(onx, new_graph)
+
+
+def _structure(onx: ModelProto, output_name: str) -> Hashable:
+    """What onnx shape inference reads of ``onx``: nodes, inputs, opsets, initializers,
+    but of the floating-point initializers (weights) only their types and shapes.
+
+    A small fit cuts the same graph with other weights every time, and inference was a
+    tenth of its fixed cost. Integer initializers (shapes, axes) keep their values: they
+    decide inferred shapes, which float values do not in the graphs cut here.
+    """
+    graph = onx.graph
+    return (
+        output_name,
+        tuple(node.SerializeToString(deterministic=True) for node in graph.node),
+        tuple(i.SerializeToString(deterministic=True) for i in graph.input),
+        tuple((i.name, i.data_type, tuple(i.dims)) if i.data_type in _FLOATS
+              else i.SerializeToString(deterministic=True) for i in graph.initializer),
+        tuple((o.domain, o.version) for o in onx.opset_import),
+    )
+
+
+def _inferred_info(onx: ModelProto, output_name: str) -> ValueInfoProto | None:
+    """The type onnx shape inference gives to ``output_name``, if any."""
+    inferred = onnx.shape_inference.infer_shapes(onx)
+    return next((v for v in inferred.graph.value_info if v.name == output_name), None)

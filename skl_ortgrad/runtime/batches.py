@@ -70,9 +70,10 @@ class MiniBatchLoader:
         Position of the sample weights in ``arrays`` (None: every row weighs 1).
     weighted_mean : bool, default=True
         The output gradient of a batch (its scale) is one over its summed weights, the
-        gradient of the batch's weighted mean loss (True), or one over its rows, the
-        gradient of the mean over its rows of the weighted losses (False: a weight scales
-        its row's step, as in scikit-learn's SGD).
+        gradient of the batch's weighted mean loss (True), or one over ``batch_size``,
+        the short last batch included (False: every row, times its weight, counts as much
+        whatever the batch it falls in, as each sample in scikit-learn's SGD; the mean
+        over a short batch's rows would give each of them a larger share).
 
     Attributes
     ----------
@@ -236,7 +237,7 @@ class MiniBatchLoader:
     @property
     def scales(self) -> np.ndarray:
         r"""The output gradient of every batch of the epoch:
-        :math:`1 / \sum_{i \in B} s_i` (or 1 / its rows, see ``weighted_mean``)."""
+        :math:`1 / \sum_{i \in B} s_i` (or 1 / ``batch_size``, see ``weighted_mean``)."""
         return self._scales
 
     @property
@@ -259,7 +260,7 @@ class MiniBatchLoader:
                 1.0, self.totals, out=np.zeros_like(self.totals), where=self.totals > tiny
             )
         else:
-            self._scales[:] = 1.0 / np.asarray(self.rows, dtype=np.float64)
+            self._scales[:] = 1.0 / self.batch_size
 
     def epoch(self, features: bool = True) -> Callable[[int], OrtValueVector]:
         """Start an epoch (a new permutation when shuffling); return ``feed(index)``.

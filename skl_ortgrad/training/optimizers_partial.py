@@ -288,9 +288,10 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
     weighted_mean : bool
         With sample weights :math:`s_i`, train on the gradient of the batch's weighted
         mean loss :math:`\\sum s_i \\ell_i / \\sum s_i` (True), or of
-        :math:`\\sum s_i \\ell_i / n_B` (False): a weight then scales its row's step, as
-        in scikit-learn's SGD, and a batch whose rows share one weight moves that many
-        times further.
+        :math:`\\sum s_i \\ell_i / b` with :math:`b` the batch size, also for a shorter
+        last batch (False): a weight then scales its row's step, as in scikit-learn's
+        SGD, a batch whose rows share one weight moves that many times further, and every
+        row counts as much whatever the batch it falls in.
     average : bool or int
         Averaged SGD (scikit-learn's ``average``): also keep the running average of the
         weights after every update, counted per sample, from the ``average``-th sample on

@@ -13,7 +13,7 @@ step:
 
     g_j &= \sigma_j \sum_{i \in B_j} s_i\,
         \frac{\partial \ell(y_i, f(x_i; W_{j-1}))}{\partial W},
-        \qquad \sigma_j = 1 / \text{(rows or summed weights of } B_j) \\
+        \qquad \sigma_j = 1 / \text{(batch size or summed weights of } B_j) \\
     D_j &= \operatorname{soft}_{\eta_j l_1}\!\bigl(W_{j-1}
         \max(0, 1 - \eta_j l_2 / r)^r\bigr)
         \quad\text{(penalized weights; } D_j = W_{j-1} \text{ otherwise)} \\
@@ -102,8 +102,8 @@ def scalar_table(
     etas : numpy.ndarray, shape (n_batches,)
         Learning rate of every batch (the schedule at its ``t``).
     scales : numpy.ndarray, shape (n_batches,)
-        :math:`\sigma_j`, the output gradient of every batch: 1 / its rows, or 1 / its
-        summed sample weights (0 for a batch weighing nothing), the loader's.
+        :math:`\sigma_j`, the output gradient of every batch: 1 / the batch size, or
+        1 / its summed sample weights (0 for a batch weighing nothing), the loader's.
     l1, l2 : float
         The penalty's weights (0 when absent).
     rows : int

@@ -535,6 +535,9 @@ def _segments(*lists: list[np.ndarray]) -> list[tuple[np.ndarray, ...]]:
 
 
 def _finite(value: Any) -> bool:
+    if type(value) is float or type(value) is int:
+        # Most values: no abstract-class check (validation runs at every epoch).
+        return math.isfinite(value)
     return (
         isinstance(value, numbers.Real)
         and not isinstance(value, bool)
