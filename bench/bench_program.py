@@ -7,7 +7,9 @@ estimators' default losses, and the binary log loss), seconds of one epoch by
 ``SGDRegressor``/``SGDClassifier``, ours with the program (the default: the linear
 program for the squared error, the binary log and hinge losses, the generic one for 10
 classes), ours per batch (``_PROGRAM_STEPS = 1``, one onnxruntime call per batch), and
-ours with the generic program where the linear one runs. Every timing is interleaved in
+ours with the generic program where the linear one runs. Then momentum and Adam on a
+linear model and on two MLPs (20k rows, batch 32), their state in the program against
+the per-batch path (what sets ``_PROGRAM_MAX_STATE``). Every timing is interleaved in
 one process (5 rounds after a warm-up round); ratios are taken per round, then their
 median and range are shown.
 
@@ -32,7 +34,13 @@ from _common import (
 )
 from sklearn.linear_model import SGDClassifier, SGDRegressor
 
-from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
+from skl_ortgrad import (
+    LearningRateAdam,
+    LearningRateSGDNesterov,
+    OnnxMLPRegressor,
+    OnnxSGDClassifier,
+    OnnxSGDRegressor,
+)
 from skl_ortgrad.training import optimizers_partial
 
 N_ROWS, N_FEATURES = 100_000, 100
@@ -133,9 +141,70 @@ def estimator_table(task: str, n_rounds: int) -> Table:
     return table
 
 
+#: Update rules with a state, in the program or per batch: (label, estimator factory).
+RULES: dict[str, Callable[[], Any]] = {
+    "linear, Nesterov (101 values)": lambda: OnnxSGDRegressor(
+        learning_rate=LearningRateSGDNesterov(eta0=1e-4, learning_rate="constant"),
+        random_state=0),
+    "linear, Adam (101 values)": lambda: OnnxSGDRegressor(
+        learning_rate=LearningRateAdam(eta0=1e-3), random_state=0),
+    "MLP 100-16-1, Adam (1,633 values)": lambda: OnnxMLPRegressor(
+        hidden_layer_sizes=(16,), batch_size=32, random_state=0),
+    "MLP 100-128-1, Adam (12,929 values)": lambda: OnnxMLPRegressor(
+        hidden_layer_sizes=(128,), batch_size=32, random_state=0),
+}
+
+
+def rules_table(n_rounds: int, n_rows: int = 20_000) -> Table:
+    """Seconds of one ``partial_fit`` epoch (batch 32) with momentum or Adam, their
+    state in the program (forced) against the per-batch path: what sets
+    ``_PROGRAM_MAX_STATE``."""
+    X, y = task_data("regression")
+    X, y = X[:n_rows], y[:n_rows]
+    limit = optimizers_partial._PROGRAM_MAX_STATE
+    candidates: dict[str, Callable[[], Any]] = {}
+    for label, make in RULES.items():
+        optimizers_partial._PROGRAM_MAX_STATE = 10**9
+        try:
+            in_program = make().partial_fit(X, y)
+        finally:
+            optimizers_partial._PROGRAM_MAX_STATE = limit
+        per_call = make().partial_fit(X, y)
+        candidates[f"{label}: program"] = forced_program(
+            lambda model=in_program: model.partial_fit(X, y))
+        candidates[f"{label}: per batch"] = per_batch(
+            lambda model=per_call: model.partial_fit(X, y))
+    runs = interleaved_runs(candidates, n_rounds=n_rounds, warmup=1)
+    table = Table(
+        f"Update rules with a state: seconds per partial_fit epoch, {n_rows // 1000}k x "
+        f"{N_FEATURES} float32, batch 32, in the program (forced) or per batch",
+        ["rule", "program (s)", "per batch (s)", "program / per batch: median (range)"],
+        notes=[f"{n_rounds} interleaved rounds after 1 warm-up round; the estimators run "
+               f"these rules in the program up to {limit} trained values."])
+    for label in RULES:
+        program, batch = f"{label}: program", f"{label}: per batch"
+        table.add(label, float(np.median(runs[program])), float(np.median(runs[batch])),
+                  ratio_spread(runs, program, batch))
+    return table
+
+
+def forced_program(call: Callable[[], Any]) -> Callable[[], Any]:
+    """``call`` with the program for update rules with a state whatever the model's
+    size."""
+    def run() -> Any:
+        limit = optimizers_partial._PROGRAM_MAX_STATE
+        optimizers_partial._PROGRAM_MAX_STATE = 10**9
+        try:
+            return call()
+        finally:
+            optimizers_partial._PROGRAM_MAX_STATE = limit
+
+    return run
+
+
 def run() -> list[Table]:
     quiet_warnings()
-    return [estimator_table(task, rounds(5)) for task in TASKS]
+    return [*(estimator_table(task, rounds(5)) for task in TASKS), rules_table(rounds(5))]
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ class ProgramRun:
     loader : MiniBatchLoader
         Dense data; its buffers, in the program's :attr:`~StepProgram.data` order.
     weights : list of numpy.ndarray
-        The weights, in the program's order.
+        The weights, then the update rule's states, in the program's order.
 
     Attributes
     ----------
@@ -45,6 +45,7 @@ class ProgramRun:
     needs_features : bool
         Whether the loader's permuted features must be filled before the calls.
     new_weights : list of numpy.ndarray
+        Where the calls write the new weights and states.
     """
 
     needs_features = True
@@ -65,6 +66,7 @@ class ProgramRun:
         self.program, self._session, self.n_batches = program, session, n_batches
         self.chunks = [(first, min(program.steps, n_batches - first))
                        for first in range(0, n_batches, program.steps)]
+        self.weights = list(weights)
         self.new_weights = [np.empty_like(w) for w in weights]
         self.table = program.scalar_table(np.zeros(n_batches), np.zeros(n_batches))
         self._inputs = [i.name for i in session.get_inputs()]
@@ -93,13 +95,22 @@ class ProgramRun:
         refilled)."""
         return True
 
+    def binds(self, weights: list[np.ndarray]) -> bool:
+        """Whether the calls read and write the memory of these arrays (weights and
+        states; views made anew, such as packed spans, compare by address)."""
+        return len(weights) == len(self.weights) and all(
+            a.ctypes.data == b.ctypes.data and a.shape == b.shape and a.dtype == b.dtype
+            for a, b in zip(weights, self.weights, strict=True))
+
     def schedule(self, etas: np.ndarray, loader: MiniBatchLoader, l1: float, l2: float,
-                 rows: int) -> None:
+                 rows: int, extra: dict[str, np.ndarray] | None = None) -> None:
         """Write the epoch's per-step scalars: the learning rates and output gradients
         (the loader's scales) of the program's batches, the penalty's decay and
-        threshold (``l1``, ``l2``, ``rows``: the elastic penalty's, zeros without)."""
+        threshold (``l1``, ``l2``, ``rows``: the elastic penalty's, zeros without), and
+        the update rule's ``extra`` ones (one value per batch of the epoch)."""
         n = self.n_batches
-        table = self.program.scalar_table(etas[:n], loader.scales[:n], l1, l2, rows)
+        extra = {kind: column[:n] for kind, column in (extra or {}).items()}
+        table = self.program.scalar_table(etas[:n], loader.scales[:n], l1, l2, rows, extra)
         for name, column in table.items():
             np.copyto(self.table[name], column)
 
@@ -156,9 +167,9 @@ class LinearProgramRun(ProgramRun):
             self._features is self._source or loader.generation == self._generation)
 
     def schedule(self, etas: np.ndarray, loader: MiniBatchLoader, l1: float, l2: float,
-                 rows: int) -> None:
+                 rows: int, extra: dict[str, np.ndarray] | None = None) -> None:
         program, b, n = self.program, self.program.batch_rows, loader.n_rows
-        super().schedule(etas, loader, l1, l2, rows)
+        super().schedule(etas, loader, l1, l2, rows, extra)
         self.per_row["rows"][:n] = loader.order
         labels, *weights = loader.per_row[1:]
         target = self.per_row["target"][:n]

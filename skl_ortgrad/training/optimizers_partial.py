@@ -105,7 +105,12 @@ from skl_ortgrad.training.sgd_learning_penalty import (
     ElasticLearningPenalty,
     NoLearningPenalty,
 )
-from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate, LearningRateSGD
+from skl_ortgrad.training.sgd_learning_rate import (
+    BaseLearningRate,
+    LearningRateAdam,
+    LearningRateSGD,
+    LearningRateSGDNesterov,
+)
 
 LABEL_NAME = "label"
 LOSS_NAME = "loss"
@@ -167,13 +172,26 @@ _PROGRAM_STEPS = 32
 #: 200 rows even, 500 rows 0.91x, 2000 rows 0.73x).
 _PROGRAM_MIN_BATCHES = 16
 _LINEAR_MIN_BATCHES = 4
-#: The per-batch pieces the program computes in its graph: the step's run and the
-#: updates of plain SGD and of the elastic penalty. Captured at import: when any of them
-#: is replaced afterwards (a subclass overriding it, an instrumented method), the
-#: program would not do what the replacement does, and the per-batch loop runs it.
+#: Beyond this many trained values, an update rule with a state (momentum, Adam) runs per
+#: batch: its update is elementwise arithmetic over every value, which numpy does faster
+#: than onnxruntime's kernels (and the exact float32 square root of Adam costs two casts
+#: in the graph), while the program only saves a fixed cost per batch. Measured per
+#: epoch, program / per batch (``bench/bench_program.py``, update-rules table: 20k x 100,
+#: batch 32): a linear model (101 values) with Nesterov 0.98x, with Adam 0.88x; MLPs with
+#: Adam, 100-16-1 (1,633 values) 0.99x, 100-128-1 (12,929 values) 1.30x (1.09x at batch
+#: 200 on 50k rows, ad hoc).
+_PROGRAM_MAX_STATE = 1024
+#: The per-batch pieces the program computes in its graph: the step's run, the updates of
+#: the rules whose ``emit_update`` writes what their ``stepper`` does (plain SGD, momentum
+#: and Nesterov, Adam; possibly scaled) and of the elastic penalty. Captured at import:
+#: when any of them is replaced afterwards (a subclass overriding it, an instrumented
+#: method), the program would not do what the replacement does, and the per-batch loop
+#: runs it.
 _PROGRAM_PIECES = {
     "run": OrtGradientStep.run,
-    "rates": (LearningRateSGD.stepper, ScaledLearningRate.stepper),
+    "rates": (LearningRateSGD.stepper, LearningRateSGDNesterov.stepper,
+              LearningRateAdam.stepper),
+    "scaled": ScaledLearningRate.stepper,
     "penalties": (ElasticLearningPenalty.stepper, NoLearningPenalty.stepper),
 }
 
@@ -800,7 +818,8 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         computed for the whole epoch at once. Where the training program applies
         (``program``, from :meth:`_program`), the batches run ``_PROGRAM_STEPS`` per call
         instead, computing the same updates (to rounding, see :meth:`_build_program`): a
-        chunk's new weights replace the weights only if all its losses are finite;
+        chunk's new weights and update states (velocities, moments; the rule's counters
+        advance) replace the current ones only if all its losses are finite;
         otherwise the chunk is replayed batch by batch, which stops at the exact batch
         with the per-batch path's state and message. Ctrl-C is honoured at the next chunk
         boundary.
@@ -862,10 +881,11 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
             if program is None:
                 batches(0, len(rows))
             else:
-                penalty = self.learning_penalty_
+                penalty, rate = self.learning_penalty_, self.learning_rate_
                 program.schedule(eta_array, loader, *(
                     (float(penalty.l1), float(penalty.l2), int(penalty.rows))
-                    if isinstance(penalty, ElasticLearningPenalty) else (0.0, 0.0, 1)))
+                    if isinstance(penalty, ElasticLearningPenalty) else (0.0, 0.0, 1)),
+                    rate.step_scalars(eta_array, self.lr_state_))
                 for chunk, (first, count) in enumerate(program.chunks):
                     if interrupt.pending:
                         raise KeyboardInterrupt
@@ -876,8 +896,9 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                         batches(first, first + count)
                         continue
                     updating = True
-                    for weight, new in zip(weights, program.new_weights, strict=True):
-                        np.copyto(weight, new)
+                    for array, new in zip(program.weights, program.new_weights, strict=True):
+                        np.copyto(array, new)
+                    rate.advance_state(self.lr_state_, count)
                     self.t_ += sum(rows[first:first + count])
                     updating = False
                     # One by one, as the per-batch path sums them: the same epoch loss.
@@ -920,25 +941,30 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
 
         It applies where it computes what the per-batch loop computes: on the CPU, dense
         data, at least ``_LINEAR_MIN_BATCHES`` (linear program) or
-        ``_PROGRAM_MIN_BATCHES`` (generic program) full batches, the update of plain SGD
-        (``LearningRateSGD``, possibly in a ``ScaledLearningRate``), no penalty or the
-        elastic one, no averaging, ``verbose < 2`` (no per-batch report), and the stock
-        per-batch pieces (:data:`_PROGRAM_PIECES`). The program (:meth:`_build_program`)
-        and its session are built once per loss and configuration; its feeds are bound
-        once per loader (and again when the loader serves other features).
+        ``_PROGRAM_MIN_BATCHES`` (generic program) full batches, the update of plain SGD,
+        momentum (Nesterov's or not) or Adam (possibly in a ``ScaledLearningRate``; the
+        linear program: plain SGD only; momentum and Adam up to ``_PROGRAM_MAX_STATE``
+        trained values, with their state packed), no penalty or the elastic one, no
+        averaging,
+        ``verbose < 2`` (no per-batch report), and the stock per-batch pieces
+        (:data:`_PROGRAM_PIECES`). The program (:meth:`_build_program`) and its session
+        are built once per loss, update rule and configuration; its feeds are bound once
+        per loader and weight buffers (and again when the loader serves other features).
         """
         size = int(self.batch_size)
         rate, penalty = self.learning_rate_, self.learning_penalty_
-        inner = rate.learning_rate if isinstance(rate, ScaledLearningRate) else rate
+        scaled = type(rate).stepper is _PROGRAM_PIECES["scaled"]
+        inner = rate.learning_rate if scaled else rate
         full = loader.rows.count(size)
         if (
             _PROGRAM_STEPS < 2 or full < min(_PROGRAM_MIN_BATCHES, _LINEAR_MIN_BATCHES)
             or self.average or self.verbose >= 2
             or parse_device(self.device)[0] != "cpu" or loader.sparse
             or OrtGradientStep.run is not _PROGRAM_PIECES["run"]
-            or type(rate).stepper not in _PROGRAM_PIECES["rates"]
-            or type(inner).stepper is not _PROGRAM_PIECES["rates"][0]
+            or type(inner).stepper not in _PROGRAM_PIECES["rates"]
             or type(penalty).stepper not in _PROGRAM_PIECES["penalties"]
+            or (inner.states_per_weight
+                and sum(w.size for w in self.weights_) > _PROGRAM_MAX_STATE)
         ):
             return None
         penalized = self._penalized()
@@ -947,29 +973,39 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                       if any(w is p for p in penalized))
         elastic = isinstance(penalty, ElasticLearningPenalty)
         key = (weighted, size, _PROGRAM_STEPS, names, elastic and penalty.l1 > 0,
-               elastic and penalty.l2 > 0, self._loss_key(weighted))
+               elastic and penalty.l2 > 0, inner.update_key(), self._loss_key(weighted))
         programs = self.__dict__.setdefault("_programs", {})
         if key not in programs:
-            programs[key] = self._build_program(*key[:-1])
+            programs[key] = self._build_program(*key[:-2], inner)
         if programs[key] is None or full < (
                 _LINEAR_MIN_BATCHES if isinstance(programs[key][0], LinearProgram)
                 else _PROGRAM_MIN_BATCHES):
             return None
+        arrays = self._program_arrays()
+        if arrays is None:
+            return None
         bound = self.__dict__.get("_program_binding")
         if bound is None or bound[0] is not loader or bound[1] != key or not bound[2].fits(
-                loader):
+                loader) or not bound[2].binds(arrays):
             program, session = programs[key]
             run = LinearProgramRun if isinstance(program, LinearProgram) else ProgramRun
-            bound = loader, key, run(program, session, loader, self.weights_)
+            bound = loader, key, run(program, session, loader, arrays)
             self._program_binding = bound
         return bound[2]
 
+    def _program_arrays(self) -> list[np.ndarray] | None:
+        """What a program call reads and replaces: the weights, then the update rule's
+        packed state (``packed_states``); None when the state is not packed."""
+        states = self.learning_rate_.packed_states(self.lr_state_, len(self.weights_))
+        return None if states is None else [*self.weights_, *states]
+
     def _build_program(
         self, weighted: bool, size: int, steps: int, penalized: tuple[str, ...], l1: bool,
-        l2: bool,
+        l2: bool, update: BaseLearningRate,
     ) -> tuple[StepProgram | LinearProgram, InferenceSession] | None:
-        """The program of ``steps`` batches of ``size`` rows and its session (the step's
-        options); None for a gradient graph the program cannot hold (control flow).
+        """The program of ``steps`` batches of ``size`` rows updating with ``update`` and
+        its session (the step's options); None for a gradient graph the program cannot
+        hold (control flow).
 
         The hand-written linear step (:func:`~skl_ortgrad.training.program.linear_program`,
         6 to 11 nodes instead of the gradient graph's 30-odd; equal to rounding in float32,
@@ -977,7 +1013,9 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         the engine's static gradient graph plus the updates
         (:func:`~skl_ortgrad.training.program.generic_program`).
         """
-        lean = self._lean_loss(penalized, l1 or l2)
+        # The linear program writes plain SGD's update itself.
+        lean = (self._lean_loss(penalized, l1 or l2)
+                if type(update).stepper is LearningRateSGD.stepper else None)
         try:
             if lean is not None:
                 program = linear_program(
@@ -989,7 +1027,7 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
                 engine = self._engine(weighted)
                 program = generic_program(
                     engine.step_function(size).model, self.weights_to_train_, steps, size,
-                    penalized=penalized, l1=l1, l2=l2, loss=LOSS_NAME,
+                    penalized=penalized, l1=l1, l2=l2, loss=LOSS_NAME, update=update,
                 )
         except ValueError:
             return None

@@ -33,9 +33,12 @@ Two programs:
 * :func:`generic_program` (:class:`StepProgram`) takes any backend's one-call gradient
   graph (:attr:`~skl_ortgrad.gradient.GradientGraph.fused`, preferably its ``static``
   form) of a model whose loss output is the batch's loss sum, and appends the update
-  nodes: any model, any loss, sample weights included; in float32 its results are bit for
-  bit those of the per-batch path. Its inputs are the batches' rows, stacked (views of the
-  loader's permuted buffers), its outputs the new weights and the :math:`k` batch losses;
+  rule's nodes (its ``emit_update``: plain SGD as above, momentum, Nesterov, Adam, whose
+  velocities or moments flow from step to step in the graph, packed over all the
+  weights): any model, any loss, sample weights included; in float32 its results are bit
+  for bit those of the per-batch path. Its inputs are the batches' rows, stacked (views of
+  the loader's permuted buffers), its outputs the new weights and states and the
+  :math:`k` batch losses;
 * :func:`linear_program` (:class:`LinearProgram`) writes the step of a linear model
   :math:`s = W x + b` by hand, in 6 to 8 nodes (plus up to 3 for the penalty), for the
   squared error, the binary log loss and the hinge loss (the classifiers' default; the
@@ -75,6 +78,8 @@ from onnx import (
 from skl_ortgrad.graph.dtypes import numpy_dtype, onnx_dtype
 from skl_ortgrad.graph.model import IR_VERSION, OPSET, graph_names, unique_name
 from skl_ortgrad.graph.opset import main_opset, other_domains
+from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate, LearningRateSGD
+from skl_ortgrad.training.step_graph import StepGraph
 
 #: Loss kinds of :func:`linear_program`.
 LINEAR_LOSSES = ("squared_error", "log", "hinge")
@@ -85,6 +90,7 @@ _LOSSES = "losses"
 def scalar_table(
     scalars: Sequence[tuple[str, str, tuple[int, ...]]], dtype: np.dtype, etas: np.ndarray,
     scales: np.ndarray, l1: float = 0.0, l2: float = 0.0, rows: int = 1,
+    extra: dict[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     r"""The per-step scalar inputs of a run of batches, one row per batch.
 
@@ -109,6 +115,9 @@ def scalar_table(
     rows : int
         :math:`r`, the penalty's ``rows``: the decay compounds :math:`r` per-sample
         decays (``ElasticLearningPenalty``).
+    extra : dict of str to numpy.ndarray, optional
+        The other kinds' values of every batch (the update rule's
+        :meth:`~skl_ortgrad.training.sgd_learning_rate.BaseLearningRate.step_scalars`).
 
     Returns
     -------
@@ -119,6 +128,8 @@ def scalar_table(
 
     def column(kind: str) -> np.ndarray:
         # Only the kinds the program has: this runs at every epoch.
+        if extra and kind in extra:
+            return extra[kind]
         if kind == "eta":
             return eta
         if kind == "scale":
@@ -140,9 +151,10 @@ class _ScalarInputs:
     dtype: np.dtype
 
     def scalar_table(self, etas: np.ndarray, scales: np.ndarray, l1: float = 0.0,
-                     l2: float = 0.0, rows: int = 1) -> dict[str, np.ndarray]:
+                     l2: float = 0.0, rows: int = 1,
+                     extra: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """:func:`scalar_table` of this program's scalars."""
-        return scalar_table(self.scalars, self.dtype, etas, scales, l1, l2, rows)
+        return scalar_table(self.scalars, self.dtype, etas, scales, l1, l2, rows, extra)
 
 
 @dataclass
@@ -181,7 +193,9 @@ class StepProgram(_ScalarInputs):
     data : list of str
         The per-row inputs (``X``, the label...), keys of :meth:`feeds`' ``data``.
     weights : list of str
-        Weight inputs; the outputs are :attr:`new_weights`, in the same order.
+        Weight inputs, then the update rule's packed state (its ``states_per_weight``
+        1-D tensors over all the weights, see :func:`_packed_update`); the outputs are
+        :attr:`new_weights`, in the same order.
     weight_shapes : list of tuple
     new_weights : list of str
     scalars : list of (str, str, tuple)
@@ -369,62 +383,26 @@ def _dims(info: ValueInfoProto) -> list[int | None]:
             for d in info.type.tensor_type.shape.dim]
 
 
-class _Emitter:
-    """Append nodes with fresh names (``taken`` holds every name in use)."""
-
-    def __init__(self, taken: set[str]) -> None:
-        self.taken = taken
-        self.nodes: list[NodeProto] = []
-
-    def __call__(self, op: str, inputs: Sequence[str], hint: str, **attrs: object) -> str:
-        out = unique_name(hint, self.taken)
-        self.nodes.append(helper.make_node(op, list(inputs), [out],
-                                           name=unique_name(f"n_{out}", self.taken), **attrs))
-        return out
-
-    def scalar(self, hint: str, rank: int) -> str:
-        """A per-step scalar input of rank ``rank`` (a fresh name, recorded by the caller)."""
-        return unique_name(f"{hint}_r{rank}" if rank else hint, self.taken)
-
-
-class _Scalars:
-    """The per-step scalar inputs of a template, one per kind and rank, created on use."""
-
-    def __init__(self, emit: _Emitter) -> None:
-        self.emit = emit
-        self.names: dict[tuple[str, int], str] = {}
-
-    def __call__(self, kind: str, rank: int) -> str:
-        if (kind, rank) not in self.names:
-            self.names[kind, rank] = self.emit.scalar(kind, rank)
-        return self.names[kind, rank]
-
-    def inputs(self) -> list[tuple[str, str, tuple[int, ...]]]:
-        return [(name, kind, (1,) * rank) for (kind, rank), name in self.names.items()]
-
-
-def _proximal(
-    emit: _Emitter, scalars: _Scalars, weight: str, rank: int, l1: bool, l2: bool,
-) -> str:
+def _proximal(graph: StepGraph, weight: str, rank: int, l1: bool, l2: bool) -> str:
     r"""The penalty's proximal step of a penalized weight :math:`W`, taken before the
     gradient step (scikit-learn's order): :math:`W \max(0, 1 - \eta l_2 / r)^r` (the
     ``decay`` scalar) then the soft threshold at :math:`\eta l_1`; ``weight`` itself
     without a penalty."""
     result = weight
     if l2:
-        result = emit("Mul", [result, scalars("decay", rank)], f"{weight}_decayed")
+        result = graph.node("Mul", [result, graph.scalar("decay", rank)], f"{weight}_decayed")
     if l1:
         # Clip's bounds must be rank 0; v - clip(v, -t, t) is sign(v) max(|v| - t, 0),
         # exactly, in two nodes.
-        clipped = emit("Clip", [result, scalars("neg_threshold", 0),
-                                scalars("threshold", 0)], f"{weight}_clipped")
-        result = emit("Sub", [result, clipped], f"{weight}_thresholded")
+        clipped = graph.node("Clip", [result, graph.scalar("neg_threshold", 0),
+                                      graph.scalar("threshold", 0)], f"{weight}_clipped")
+        result = graph.node("Sub", [result, clipped], f"{weight}_thresholded")
     return result
 
 
 def _generic_template(
     fused: ModelProto, weights: Sequence[str], penalized: Sequence[str], batch_rows: int,
-    l1: bool, l2: bool, loss: str,
+    l1: bool, l2: bool, loss: str, update: BaseLearningRate,
 ) -> _Template:
     graph = fused.graph
     if any(att.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS)
@@ -445,7 +423,6 @@ def _generic_template(
     if unknown:
         raise ValueError(f"Penalized weights {unknown} are not trained weights.")
     loss_info = next(o for o in graph.output if o.name == loss)
-    elem = loss_info.type.tensor_type.elem_type
     data = []
     for info in graph.input:
         if info.name in weights or info.name == grad_input:
@@ -458,33 +435,73 @@ def _generic_template(
             raise ValueError(f"Input {info.name!r} has shape {dims}: only the batch "
                              "dimension may be symbolic.")
         data.append(_info(info.name, info.type.tensor_type.elem_type, [batch_rows, *dims[1:]]))
-    emit = _Emitter(graph_names(graph))
-    scalars = _Scalars(emit)
-    weight_infos = [inputs[w] for w in weights]
-    new_weights = []
-    for w in weights:
-        rank = len(inputs[w].type.tensor_type.shape.dim)
-        # eta at the weight's rank: onnxruntime broadcasts a rank-0 or [1] operand against
-        # an [n, 1] tensor element by element, much slower (DESIGN.md facts).
-        move = emit("Mul", [f"{w}_grad", scalars("eta", rank)], f"{w}_move")
-        start = _proximal(emit, scalars, w, rank, l1, l2) if w in penalized else w
-        new_weights.append(emit("Sub", [start, move], f"{w}_stepped"))
+    elem = loss_info.type.tensor_type.elem_type
+    step = StepGraph(graph_names(graph), numpy_dtype(elem))
+    starts = [_proximal(step, w, _rank(inputs[w]), l1, l2) if w in penalized else w
+              for w in weights]
+    if update.states_per_weight and any(None in _dims(inputs[w]) for w in weights):
+        raise ValueError("A packed update state needs weights of static shapes.")
+    states = [_info(unique_name("state", step.taken), elem, [sum(
+        int(np.prod(_dims(inputs[w]))) for w in weights)])
+        for _ in range(update.states_per_weight)]
+    if states:
+        new_weights, new_states = _packed_update(
+            step, update, starts, [f"{w}_grad" for w in weights],
+            [s.name for s in states], [_dims(inputs[w]) for w in weights])
+    else:
+        new_weights, new_states = [], []
+        for w, start in zip(weights, starts, strict=True):
+            new_weights.append(update.emit_update(step, start, f"{w}_grad", [],
+                                                  _rank(inputs[w]))[0])
     grad_shape = tuple(_dims(inputs[grad_input]))
     if any(d is None for d in grad_shape):
         raise ValueError(f"{grad_input!r} must have a static shape, got {grad_shape}.")
     return _Template(
-        nodes=[*graph.node, *emit.nodes],
-        initializers=list(graph.initializer),
+        nodes=[*graph.node, *step.nodes],
+        initializers=[*graph.initializer, *step.initializers],
         data=data,
-        scalars=[(grad_input, "scale", grad_shape), *scalars.inputs()],
-        weights=weight_infos,
-        new_weights=new_weights,
+        scalars=[(grad_input, "scale", grad_shape), *step.scalar_inputs()],
+        weights=[*(inputs[w] for w in weights), *states],
+        new_weights=[*new_weights, *new_states],
         loss=loss,
         loss_shape=tuple(d or 1 for d in _dims(loss_info)),
         elem=elem,
         opsets=[("", main_opset(fused)), *other_domains(fused)],
         ir_version=fused.ir_version,
     )
+
+
+def _rank(info: ValueInfoProto) -> int:
+    return len(info.type.tensor_type.shape.dim)
+
+
+def _packed_update(
+    step: StepGraph, update: BaseLearningRate, weights: Sequence[str],
+    gradients: Sequence[str], states: Sequence[str], shapes: Sequence[list[int]],
+) -> tuple[list[str], list[str]]:
+    """The update of every weight at once, as the numpy steppers do on their packed
+    buffers: the weights and the gradients flattened one after the other, the rule's
+    update of that vector and of its packed ``states`` (one node per operation instead of
+    one per operation and weight: Adam on the 4 weights of an MLP was 60 nodes, slower
+    than numpy), then the new vector cut back into the weights."""
+    flat = step.tensor(np.array([-1], dtype=np.int64), "flat_shape")
+
+    def packed(names: Sequence[str], hint: str) -> str:
+        parts = [step.node("Reshape", [name, flat], f"{name}_flat") for name in names]
+        return step.node("Concat", parts, hint, axis=0) if len(parts) > 1 else parts[0]
+
+    new_vector, new_states = update.emit_update(
+        step, packed(weights, "packed_weights"), packed(gradients, "packed_gradients"),
+        list(states), 1)
+    sizes = [int(np.prod(shape)) for shape in shapes]
+    pieces = [new_vector] if len(sizes) == 1 else list(step.nodes_out(
+        "Split", [new_vector, step.tensor(np.array(sizes, dtype=np.int64), "sizes")],
+        [f"{w}_new_flat" for w in weights], axis=0))
+    new_weights = [
+        step.node("Reshape", [piece, step.tensor(np.array(shape, dtype=np.int64),
+                                                 f"{w}_shape")], f"{w}_stepped")
+        for w, piece, shape in zip(weights, pieces, shapes, strict=True)]
+    return new_weights, new_states
 
 
 def generic_program(
@@ -496,15 +513,18 @@ def generic_program(
     l1: bool = False,
     l2: bool = False,
     loss: str = "loss",
+    update: BaseLearningRate | None = None,
 ) -> StepProgram:
     r"""The program of ``steps`` steps built on a backend's one-call gradient graph.
 
     Per step: the gradient graph, whose output gradient input ``<loss>_grad`` is the
-    step's :math:`\sigma_j` (kind ``scale``), then for every weight
-    :math:`D - \eta_j g` with :math:`\eta_j` fed at the weight's rank, where :math:`D`
-    is :math:`W` or, for the ``penalized`` weights, :math:`W` decayed by
-    :math:`\max(0, 1 - \eta_j l_2 / r)^r` (when ``l2``) then soft-thresholded at
-    :math:`\eta_j l_1` (when ``l1``).
+    step's :math:`\sigma_j` (kind ``scale``), then for every weight the update rule's
+    step from :math:`D` (:meth:`~skl_ortgrad.training.sgd_learning_rate.BaseLearningRate.
+    emit_update`; plain SGD: :math:`D - \eta_j g` with :math:`\eta_j` fed at the
+    weight's rank), where :math:`D` is :math:`W` or, for the ``penalized`` weights,
+    :math:`W` decayed by :math:`\max(0, 1 - \eta_j l_2 / r)^r` (when ``l2``) then
+    soft-thresholded at :math:`\eta_j l_1` (when ``l1``). The rule's state (momentum
+    velocities, Adam's moments) flows from step to step beside the weights.
 
     Parameters
     ----------
@@ -525,13 +545,17 @@ def generic_program(
         Emit the L1 soft threshold / the L2 decay (their values are fed per step).
     loss : str
         Name of the loss output.
+    update : BaseLearningRate, optional
+        The update rule (its :meth:`~skl_ortgrad.training.sgd_learning_rate.
+        BaseLearningRate.emit_update`); plain SGD by default.
 
     Returns
     -------
     StepProgram
     """
     _check_steps(steps)
-    t = _generic_template(fused, weights, penalized, batch_rows, l1, l2, loss)
+    t = _generic_template(fused, weights, penalized, batch_rows, l1, l2, loss,
+                          LearningRateSGD() if update is None else update)
     if t.opsets[0][1] < _MIN_OPSET:
         raise ValueError(f"A program needs opset >= {_MIN_OPSET}, got {t.opsets[0][1]}.")
     outputs = [f"new_{w.name}" for w in t.weights]
@@ -603,7 +627,8 @@ def linear_program(
     elem, b = onnx_dtype(dtype), int(batch_rows)
     taken = {p.features, *p.weights, *p.new_weights, *p.per_row, p.values, "ones",
              "margin_threshold"}
-    emit = _Emitter(taken)
+    step = StepGraph(taken, dtype)
+    emit = step.node
     coef, intercept = p.weights
     rows, target, step_weight = p.per_row
     constants = {"ones": np.ones((b, 1), dtype=dtype)}
@@ -624,17 +649,16 @@ def linear_program(
         inside = emit("LessOrEqual", [values, "margin_threshold"], "inside")
         mask = emit("Cast", [inside], "inside_mask", to=elem)
         u = emit("Mul", [mask, step_weight], "scaled_residual")
-    scalars = _Scalars(emit)
-    start = _proximal(emit, scalars, coef, 2, l1, l2)
+    start = _proximal(step, coef, 2, l1, l2)
     # C - A B (alpha=-1): u X_B for W, u 1 for b.
     new_coef = emit("Gemm", [u, batch, start], "coef_stepped", alpha=-1.0)
     new_intercept = emit("Gemm", [u, "ones", intercept], "intercept_stepped", alpha=-1.0)
     template = _Template(
-        nodes=emit.nodes,
+        nodes=step.nodes,
         initializers=[numpy_helper.from_array(v, name) for name, v in constants.items()],
         data=[_info(rows, TensorProto.INT64, [b]), _info(target, elem, [1, b]),
               _info(step_weight, elem, [1, b])],
-        scalars=scalars.inputs(),
+        scalars=step.scalar_inputs(),
         weights=[_info(coef, elem, [1, n_features]), _info(intercept, elem, [1, 1])],
         new_weights=[new_coef, new_intercept],
         loss=values, loss_shape=(1, b), elem=elem, opsets=[("", OPSET)],

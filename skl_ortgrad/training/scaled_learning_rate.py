@@ -20,13 +20,14 @@ resume with it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
 import onnx
 
 from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate, _positive
+from skl_ortgrad.training.step_graph import StepGraph
 
 # scikit-learn's 'adaptive' schedules stop dividing the rate below this value.
 _SMALLEST_ADAPTIVE_ETA = 1e-6
@@ -114,6 +115,28 @@ class ScaledLearningRate(BaseLearningRate):
         """The wrapped rate's update (the trainer passes the final rate)."""
         self._validate()
         return self.learning_rate.stepper(weights, gradients, self._inner_state(state))
+
+    @property
+    def states_per_weight(self) -> int:  # type: ignore[override]
+        return self.learning_rate.states_per_weight
+
+    def emit_update(
+        self, graph: StepGraph, weight: str, gradient: str, state: Sequence[str], rank: int,
+    ) -> tuple[str, list[str]]:
+        """The wrapped rate's update (the program feeds the final rate as ``eta``)."""
+        return self.learning_rate.emit_update(graph, weight, gradient, state, rank)
+
+    def update_key(self) -> Hashable:
+        return self.learning_rate.update_key()
+
+    def packed_states(self, state: list[np.ndarray], n_weights: int) -> list[np.ndarray] | None:
+        return self.learning_rate.packed_states(self._inner_state(state), n_weights)
+
+    def step_scalars(self, etas: np.ndarray, state: list[np.ndarray]) -> dict[str, np.ndarray]:
+        return self.learning_rate.step_scalars(etas, self._inner_state(state))
+
+    def advance_state(self, state: list[np.ndarray], steps: int) -> None:
+        self.learning_rate.advance_state(self._inner_state(state), steps)
 
     def build_onnx_function(self, opset: int, device: str, *args: Any) -> onnx.ModelProto:
         """The wrapped rate's update graph (the rate is one of its inputs)."""

@@ -20,6 +20,13 @@ step)::
 
 where ``gradients`` are buffers the engine overwrites at every batch.
 
+The training programs (:mod:`skl_ortgrad.training.program`) run the same update inside
+their graph, :math:`k` batches per onnxruntime call: each rule writes it with
+:meth:`BaseLearningRate.emit_update` (the nodes behind :meth:`build_onnx_function` too),
+its state (velocities, moments) flows from step to step in the graph, packed over all
+the weights (:meth:`~BaseLearningRate.packed_states`), and what the schedule and the
+counters give per step is fed as per-step scalars (:meth:`~BaseLearningRate.step_scalars`).
+
 Schedules (``learning_rate`` parameter), the same as scikit-learn's
 :class:`~sklearn.linear_model.SGDRegressor` with ``t`` counting updates (with
 ``batch_size=1`` it is scikit-learn's per-sample ``t``):
@@ -39,7 +46,7 @@ from __future__ import annotations
 import math
 import numbers
 from abc import abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,6 +57,7 @@ from skl_ortgrad.graph.dtypes import onnx_dtype
 from skl_ortgrad.graph.model import OPSET, make_model
 from skl_ortgrad.runtime.buffers import contiguous_span, packed_zeros_like
 from skl_ortgrad.training.base_learning import BaseLearningObject
+from skl_ortgrad.training.step_graph import StepGraph
 
 __all__ = [
     "BaseLearningRate",
@@ -164,6 +172,60 @@ class BaseLearningRate(BaseLearningObject, family="learning rate"):
         Subclasses with a closed form override it with one vectorized expression.
         """
         return np.array([self.eta(int(t)) for t in ts], dtype=np.float64)
+
+    #: State tensors :meth:`emit_update` reads and writes for one weight (velocities...).
+    states_per_weight = 0
+
+    def emit_update(
+        self, graph: StepGraph, weight: str, gradient: str, state: Sequence[str], rank: int,
+    ) -> tuple[str, list[str]]:
+        """Write the update of one weight into ``graph``: the same arithmetic as
+        :meth:`stepper`, operation for operation (float32 results bit for bit).
+
+        Parameters
+        ----------
+        graph : StepGraph
+            Where the nodes go; the step's learning rate is ``graph.scalar("eta", rank)``.
+        weight, gradient : str
+            The weight (after the penalty's proximal step) and its mean-loss gradient.
+        state : list of str
+            The weight's :attr:`states_per_weight` state tensors.
+        rank : int
+            The weight's rank (scalars and constants are fed at that rank).
+
+        Returns
+        -------
+        (str, list of str)
+            The new weight and its new state tensors.
+
+        Raises
+        ------
+        NotImplementedError
+            For a rule without one (it trains one batch per call).
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no ONNX update.")
+
+    def update_key(self) -> Hashable:
+        """What :meth:`emit_update` writes into the graph (the rule and its constants): two
+        rates of equal keys share a training program."""
+        return type(self).__qualname__
+
+    def packed_states(self, state: list[np.ndarray], n_weights: int) -> list[np.ndarray] | None:
+        """The :attr:`states_per_weight` state tensors of all the weights packed one after
+        the other, as 1-D views of ``state`` (from :meth:`init_state`), in
+        :meth:`emit_update`'s order: what a program carries from step to step, updating
+        every weight at once as :meth:`stepper` does. None when ``state`` is not packed
+        (an unpickled state: it trains per batch)."""
+        return []
+
+    def step_scalars(self, etas: np.ndarray, state: list[np.ndarray]) -> dict[str, np.ndarray]:
+        """Per-step scalars :meth:`emit_update` reads besides ``eta``, one float64 value
+        per step of ``etas`` (the steps to run from ``state``)."""
+        return {}
+
+    def advance_state(self, state: list[np.ndarray], steps: int) -> None:
+        """Update what ``state`` keeps outside :meth:`packed_states` (counters) after a
+        program ran ``steps`` updates."""
 
     @abstractmethod
     def stepper(
@@ -330,10 +392,18 @@ class LearningRateSGD(BaseLearningRate):
 
         return step
 
+    def emit_update(
+        self, graph: StepGraph, weight: str, gradient: str, state: Sequence[str], rank: int,
+    ) -> tuple[str, list[str]]:
+        r""":math:`w - \eta g` (see :meth:`BaseLearningRate.emit_update`)."""
+        move = graph.node("Mul", [gradient, graph.scalar("eta", rank)], f"{weight}_move")
+        return graph.node("Sub", [weight, move], f"{weight}_stepped"), []
+
     def build_onnx_function(
         self, opset: int, device: str, n_tensors: int, dtype: type | np.dtype = np.float32
     ) -> onnx.ModelProto:
-        r"""Return the update :math:`w_i \leftarrow w_i - \eta g_i` as an ONNX graph.
+        r"""Return the update :math:`w_i \leftarrow w_i - \eta g_i` as an ONNX graph
+        (:meth:`emit_update`'s nodes).
 
         Parameters
         ----------
@@ -353,21 +423,8 @@ class LearningRateSGD(BaseLearningRate):
             Inputs ``w0..w{n-1}``, ``g0..g{n-1}``, ``eta`` (a scalar of ``dtype``);
             outputs ``new_w0..new_w{n-1}``.
         """
-        _check_opset(opset)
-        _check_n_tensors(n_tensors)
-        elem = onnx_dtype(dtype)
-        nodes, inputs, outputs = [], [], []
-        for i in range(n_tensors):
-            inputs.append(helper.make_tensor_value_info(f"w{i}", elem, None))
-        for i in range(n_tensors):
-            inputs.append(helper.make_tensor_value_info(f"g{i}", elem, None))
-        inputs.append(helper.make_tensor_value_info("eta", elem, []))
-        for i in range(n_tensors):
-            nodes.append(helper.make_node("Mul", ["eta", f"g{i}"], [f"step{i}"]))
-            nodes.append(helper.make_node("Sub", [f"w{i}", f"step{i}"], [f"new_w{i}"]))
-            outputs.append(helper.make_tensor_value_info(f"new_w{i}", elem, None))
-        graph = helper.make_graph(nodes, "sgd_update", inputs, outputs)
-        return make_model(graph, opset=opset)
+        self._validate()
+        return _update_function(self, opset, n_tensors, dtype, "sgd_update")
 
 
 class LearningRateSGDNesterov(LearningRateSGD):
@@ -470,10 +527,34 @@ class LearningRateSGDNesterov(LearningRateSGD):
 
         return step
 
+    states_per_weight = 1
+
+    def update_key(self) -> Hashable:
+        return type(self).__qualname__, float(self.momentum), bool(self.nesterov)
+
+    def packed_states(self, state: list[np.ndarray], n_weights: int) -> list[np.ndarray] | None:
+        """The velocities."""
+        return _spans(state)
+
+    def emit_update(
+        self, graph: StepGraph, weight: str, gradient: str, state: Sequence[str], rank: int,
+    ) -> tuple[str, list[str]]:
+        r""":math:`v' = \mu v - \eta g`, then :math:`w + \mu v' - \eta g` (Nesterov) or
+        :math:`w + v'` (see :meth:`BaseLearningRate.emit_update`)."""
+        mu = graph.constant(float(self.momentum), rank, "momentum")
+        scaled = graph.node("Mul", [gradient, graph.scalar("eta", rank)], f"{weight}_move")
+        kept = graph.node("Mul", [state[0], mu], f"{weight}_velocity_kept")
+        velocity = graph.node("Sub", [kept, scaled], f"{weight}_velocity")
+        step = velocity
+        if self.nesterov:
+            ahead = graph.node("Mul", [velocity, mu], f"{weight}_look_ahead")
+            step = graph.node("Sub", [ahead, scaled], f"{weight}_nesterov_step")
+        return graph.node("Add", [weight, step], f"{weight}_stepped"), [velocity]
+
     def build_onnx_function(
         self, opset: int, device: str, n_tensors: int, dtype: type | np.dtype = np.float32
     ) -> onnx.ModelProto:
-        r"""Return the momentum update as an ONNX graph.
+        r"""Return the momentum update as an ONNX graph (:meth:`emit_update`'s nodes).
 
         Parameters
         ----------
@@ -495,31 +576,59 @@ class LearningRateSGDNesterov(LearningRateSGD):
             :math:`w' = w + v'`. :math:`\mu` is stored in the graph as an initializer.
         """
         self._validate()
-        _check_opset(opset)
-        _check_n_tensors(n_tensors)
-        elem = onnx_dtype(dtype)
-        mu = numpy_helper.from_array(np.array(self.momentum, dtype=dtype), name="mu")
-        nodes, inputs, outputs = [], [], []
-        for prefix in ("w", "g", "v"):
-            for i in range(n_tensors):
-                inputs.append(helper.make_tensor_value_info(f"{prefix}{i}", elem, None))
-        inputs.append(helper.make_tensor_value_info("eta", elem, []))
-        for i in range(n_tensors):
-            nodes.append(helper.make_node("Mul", ["eta", f"g{i}"], [f"step{i}"]))
-            nodes.append(helper.make_node("Mul", ["mu", f"v{i}"], [f"mv{i}"]))
-            nodes.append(helper.make_node("Sub", [f"mv{i}", f"step{i}"], [f"new_v{i}"]))
-            if self.nesterov:
-                nodes.append(helper.make_node("Mul", ["mu", f"new_v{i}"], [f"mnv{i}"]))
-                nodes.append(helper.make_node("Sub", [f"mnv{i}", f"step{i}"], [f"upd{i}"]))
-                nodes.append(helper.make_node("Add", [f"w{i}", f"upd{i}"], [f"new_w{i}"]))
-            else:
-                nodes.append(helper.make_node("Add", [f"w{i}", f"new_v{i}"], [f"new_w{i}"]))
-        for prefix in ("new_w", "new_v"):
-            for i in range(n_tensors):
-                outputs.append(helper.make_tensor_value_info(f"{prefix}{i}", elem, None))
         name = "nesterov_update" if self.nesterov else "momentum_update"
-        graph = helper.make_graph(nodes, name, inputs, outputs, initializer=[mu])
-        return make_model(graph, opset=opset)
+        return _update_function(self, opset, n_tensors, dtype, name, states=("v",))
+
+
+def _sqrt(graph: StepGraph, value: str, hint: str) -> str:
+    """``Sqrt`` rounded as numpy's: onnxruntime's float32 ``Sqrt`` is not correctly rounded
+    (measured, onnxruntime 1.19 and 1.32: 419 of 1,000 values one unit off numpy's) while
+    its float64 one is, and a float64 square root rounded to float32 is the correctly
+    rounded float32 one; hence float32 goes through float64."""
+    if graph.dtype.itemsize >= 8:
+        return graph.node("Sqrt", [value], hint)
+    wide = graph.node("Cast", [value], f"{hint}_wide", to=onnx.TensorProto.DOUBLE)
+    root = graph.node("Sqrt", [wide], f"{hint}_wide_root")
+    return graph.node("Cast", [root], hint, to=onnx_dtype(graph.dtype))
+
+
+def _update_function(
+    rule: BaseLearningRate, opset: int, n_tensors: int, dtype: type | np.dtype, name: str,
+    states: Sequence[str] = (), counter: Callable[[StepGraph], None] | None = None,
+) -> onnx.ModelProto:
+    """``rule``'s :meth:`~BaseLearningRate.emit_update` for ``n_tensors`` weights as a graph
+    of its own: inputs ``w<i>``, ``g<i>``, ``<state><i>`` (``states``: one prefix per state
+    tensor), then ``k`` (a 0-d int64 update counter, when ``counter`` writes the nodes
+    computing scalars from it) and ``eta`` (0-d); outputs ``new_w<i>`` then
+    ``new_<state><i>``. Scalars and constants are rank 0: the shapes are free."""
+    _check_opset(opset)
+    _check_n_tensors(n_tensors)
+    elem = onnx_dtype(dtype)
+    inputs = [helper.make_tensor_value_info(f"{prefix}{i}", elem, None)
+              for prefix in ("w", "g", *states) for i in range(n_tensors)]
+    if counter is not None:
+        inputs.append(helper.make_tensor_value_info("k", onnx.TensorProto.INT64, []))
+    inputs.append(helper.make_tensor_value_info("eta", elem, []))
+    outputs = [f"new_{prefix}{i}" for prefix in ("w", *states) for i in range(n_tensors)]
+    graph = StepGraph({i.name for i in inputs} | set(outputs), dtype)
+    graph.define_scalar("eta", 0, "eta")
+    if counter is not None:
+        counter(graph)
+    final: dict[str, str] = {}
+    for i in range(n_tensors):
+        new_weight, new_states = rule.emit_update(
+            graph, f"w{i}", f"g{i}", [f"{prefix}{i}" for prefix in states], 0)
+        final[new_weight] = f"new_w{i}"
+        final.update({result: f"new_{prefix}{i}"
+                      for prefix, result in zip(states, new_states, strict=True)})
+    for node in graph.nodes:
+        node.input[:] = [final.get(n, n) for n in node.input]
+        node.output[:] = [final.get(n, n) for n in node.output]
+    body = helper.make_graph(
+        graph.nodes, name, inputs,
+        [helper.make_tensor_value_info(out, elem, None) for out in outputs],
+        initializer=graph.initializers)
+    return make_model(body, opset=opset)
 
 
 def _segments(*lists: list[np.ndarray]) -> list[tuple[np.ndarray, ...]]:
@@ -532,6 +641,12 @@ def _segments(*lists: list[np.ndarray]) -> list[tuple[np.ndarray, ...]]:
     if all(span is not None for span in spans):
         return [tuple(spans)]
     return list(zip(*lists, strict=True))
+
+
+def _spans(*lists: list[np.ndarray]) -> list[np.ndarray] | None:
+    """The 1-D view spanning each list of arrays, or None if one is not packed."""
+    spans = [contiguous_span(arrays) for arrays in lists]
+    return None if any(span is None for span in spans) else spans
 
 
 def _finite(value: Any) -> bool:
@@ -741,10 +856,64 @@ class LearningRateAdam(BaseLearningRate):
 
         return step
 
+    states_per_weight = 2
+
+    def update_key(self) -> Hashable:
+        return (type(self).__qualname__, float(self.beta1), float(self.beta2),
+                float(self.epsilon))
+
+    def packed_states(self, state: list[np.ndarray], n_weights: int) -> list[np.ndarray] | None:
+        """The first moments, then the second ones (the counter stays out: see
+        :meth:`step_scalars`)."""
+        return _spans(state[:n_weights], state[n_weights:2 * n_weights])
+
+    def step_scalars(self, etas: np.ndarray, state: list[np.ndarray]) -> dict[str, np.ndarray]:
+        r"""``neg_adam_rate``: :math:`-\eta'_k` of every step, :math:`k` counting on from
+        the state's counter, computed as :meth:`stepper` computes it (Python floats)."""
+        beta1, beta2 = float(self.beta1), float(self.beta2)
+        first = int(state[-1]) + 1
+        return {"neg_adam_rate": np.array([
+            -(eta * math.sqrt(1.0 - beta2**k) / (1.0 - beta1**k))
+            for k, eta in enumerate(np.asarray(etas, dtype=np.float64).tolist(), start=first)
+        ], dtype=np.float64)}
+
+    def advance_state(self, state: list[np.ndarray], steps: int) -> None:
+        """Count ``steps`` more updates."""
+        np.add(state[-1], steps, out=state[-1])
+
+    def emit_update(
+        self, graph: StepGraph, weight: str, gradient: str, state: Sequence[str], rank: int,
+    ) -> tuple[str, list[str]]:
+        r""":math:`m' = \beta_1 m + (1 - \beta_1) g`, :math:`v' = \beta_2 v + (1 - \beta_2)
+        g^2`, :math:`w + (-\eta'_k) m' / (\sqrt{v'} + \epsilon)` with the per-step scalar
+        ``neg_adam_rate`` (see :meth:`BaseLearningRate.emit_update`)."""
+        beta1, beta2 = float(self.beta1), float(self.beta2)
+        moment, square = state
+
+        def constant(value: float, hint: str) -> str:
+            return graph.constant(value, rank, hint)
+
+        def mix(old: str, decay: float, new: str, hint: str) -> str:
+            kept = graph.node("Mul", [old, constant(decay, "adam_decay")], f"{hint}_kept")
+            added = graph.node("Mul", [new, constant(1.0 - decay, "adam_share")],
+                               f"{hint}_added")
+            return graph.node("Add", [kept, added], hint)
+
+        new_moment = mix(moment, beta1, gradient, f"{weight}_moment")
+        squared = graph.node("Mul", [gradient, gradient], f"{weight}_squared_gradient")
+        new_square = mix(square, beta2, squared, f"{weight}_square")
+        root = _sqrt(graph, new_square, f"{weight}_root")
+        denominator = graph.node("Add", [root, constant(float(self.epsilon), "adam_epsilon")],
+                                 f"{weight}_denominator")
+        scaled = graph.node("Mul", [new_moment, graph.scalar("neg_adam_rate", rank)],
+                            f"{weight}_scaled_moment")
+        step = graph.node("Div", [scaled, denominator], f"{weight}_adam_step")
+        return graph.node("Add", [weight, step], f"{weight}_stepped"), [new_moment, new_square]
+
     def build_onnx_function(
         self, opset: int, device: str, n_tensors: int, dtype: type | np.dtype = np.float32
     ) -> onnx.ModelProto:
-        r"""Return the Adam update as an ONNX graph.
+        r"""Return the Adam update as an ONNX graph (:meth:`emit_update`'s nodes).
 
         Parameters
         ----------
@@ -782,65 +951,32 @@ class LearningRateAdam(BaseLearningRate):
             initializers.
         """
         self._validate()
-        _check_opset(opset)
-        _check_n_tensors(n_tensors)
-        elem = onnx_dtype(dtype)
         beta1, beta2 = float(self.beta1), float(self.beta2)
-        constants = {
-            "beta1": beta1,
-            "beta2": beta2,
-            "one_minus_beta1": 1.0 - beta1,
-            "one_minus_beta2": 1.0 - beta2,
-            "epsilon": float(self.epsilon),
-        }
-        initializers = [
-            numpy_helper.from_array(np.array(value, dtype=dtype), name=name)
-            for name, value in constants.items()
-        ]
-        initializers += [
-            numpy_helper.from_array(np.array(value, dtype=np.float64), name=name)
-            for name, value in (("beta1_d", beta1), ("beta2_d", beta2), ("one_d", 1.0))
-        ]
-        inputs, outputs = [], []
-        for prefix in ("w", "g", "m", "v"):
-            for i in range(n_tensors):
-                inputs.append(helper.make_tensor_value_info(f"{prefix}{i}", elem, None))
-        inputs.append(helper.make_tensor_value_info("k", onnx.TensorProto.INT64, []))
-        inputs.append(helper.make_tensor_value_info("eta", elem, []))
-        double = onnx.TensorProto.DOUBLE
-        nodes = [
-            # lr = eta * sqrt(1 - beta2^k) / (1 - beta1^k), in double.
-            helper.make_node("Cast", ["k"], ["k_d"], to=double),
-            helper.make_node("Cast", ["eta"], ["eta_d"], to=double),
-            helper.make_node("Pow", ["beta1_d", "k_d"], ["beta1_k"]),
-            helper.make_node("Pow", ["beta2_d", "k_d"], ["beta2_k"]),
-            helper.make_node("Sub", ["one_d", "beta1_k"], ["bias1"]),
-            helper.make_node("Sub", ["one_d", "beta2_k"], ["bias2"]),
-            helper.make_node("Sqrt", ["bias2"], ["sqrt_bias2"]),
-            helper.make_node("Mul", ["eta_d", "sqrt_bias2"], ["lr_num"]),
-            helper.make_node("Div", ["lr_num", "bias1"], ["lr_d"]),
-            helper.make_node("Cast", ["lr_d"], ["lr"], to=elem),
-        ]
-        for i in range(n_tensors):
-            nodes += [
-                helper.make_node("Mul", ["beta1", f"m{i}"], [f"b1m{i}"]),
-                helper.make_node("Mul", ["one_minus_beta1", f"g{i}"], [f"b1g{i}"]),
-                helper.make_node("Add", [f"b1m{i}", f"b1g{i}"], [f"new_m{i}"]),
-                helper.make_node("Mul", [f"g{i}", f"g{i}"], [f"g2_{i}"]),
-                helper.make_node("Mul", ["beta2", f"v{i}"], [f"b2v{i}"]),
-                helper.make_node("Mul", ["one_minus_beta2", f"g2_{i}"], [f"b2g{i}"]),
-                helper.make_node("Add", [f"b2v{i}", f"b2g{i}"], [f"new_v{i}"]),
-                helper.make_node("Sqrt", [f"new_v{i}"], [f"sqrt_v{i}"]),
-                helper.make_node("Add", [f"sqrt_v{i}", "epsilon"], [f"den{i}"]),
-                helper.make_node("Mul", ["lr", f"new_m{i}"], [f"num{i}"]),
-                helper.make_node("Div", [f"num{i}", f"den{i}"], [f"step{i}"]),
-                helper.make_node("Sub", [f"w{i}", f"step{i}"], [f"new_w{i}"]),
-            ]
-        for prefix in ("new_w", "new_m", "new_v"):
-            for i in range(n_tensors):
-                outputs.append(helper.make_tensor_value_info(f"{prefix}{i}", elem, None))
-        graph = helper.make_graph(nodes, "adam_update", inputs, outputs, initializer=initializers)
-        return make_model(graph, opset=opset)
+        elem = onnx_dtype(dtype)
+
+        def rate_from_counter(graph: StepGraph) -> None:
+            # -eta sqrt(1 - beta2^k) / (1 - beta1^k), in double, then cast.
+            double = onnx.TensorProto.DOUBLE
+            constants = {name: numpy_helper.from_array(np.array(value, dtype=np.float64), name)
+                         for name, value in (("beta1_d", beta1), ("beta2_d", beta2),
+                                             ("one_d", 1.0))}
+            graph.taken.update(constants)
+            graph.initializers.extend(constants.values())
+            k = graph.node("Cast", ["k"], "k_d", to=double)
+            eta = graph.node("Cast", ["eta"], "eta_d", to=double)
+            bias1 = graph.node("Sub", ["one_d", graph.node("Pow", ["beta1_d", k], "beta1_k")],
+                               "bias1")
+            bias2 = graph.node("Sub", ["one_d", graph.node("Pow", ["beta2_d", k], "beta2_k")],
+                               "bias2")
+            numerator = graph.node("Mul", [eta, graph.node("Sqrt", [bias2], "sqrt_bias2")],
+                                   "lr_num")
+            rate = graph.node("Neg", [graph.node("Div", [numerator, bias1], "lr_d")],
+                              "neg_lr_d")
+            graph.define_scalar("neg_adam_rate", 0, graph.node("Cast", [rate], "neg_lr",
+                                                               to=elem))
+
+        return _update_function(self, opset, n_tensors, dtype, "adam_update",
+                                states=("m", "v"), counter=rate_from_counter)
 
 
 BaseLearningRate.register_alias(("adam", "Adam"), LearningRateAdam)

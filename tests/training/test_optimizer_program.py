@@ -23,9 +23,11 @@ from skl_ortgrad import (
     ConvergenceError,
     ElasticLearningPenalty,
     HingeLearningLoss,
+    LearningRateAdam,
     LearningRateSGD,
     LearningRateSGDNesterov,
     NegLogLearningLoss,
+    OnnxMLPRegressor,
     OnnxSGDClassifier,
     OnnxSGDRegressor,
     SquareLearningLoss,
@@ -322,14 +324,123 @@ def test_features_changed_in_place_between_calls(monkeypatch, chunks, order):
     _assert_same(_state(model), _state(_per_batch(monkeypatch, stream)), rtol=1e-5)
 
 
-def test_momentum_and_sparse_data_run_per_batch(chunks):
-    model = OrtGradientForwardBackwardOptimizer(
-        _linear_float64(), weights_to_train=["coef", "intercept"], batch_size=BATCHES,
-        max_iter=1, learning_rate=LearningRateSGDNesterov(eta0=0.001),
-    )
-    model.fit(X.astype(np.float64), Y["regression"].astype(np.float64))
+def test_sparse_data_runs_per_batch(chunks):
     OnnxSGDRegressor(max_iter=1, tol=None).fit(sp.csr_matrix(X), Y["regression"])
     assert not chunks
+
+
+UPDATE_RULES = {
+    "nesterov": lambda: LearningRateSGDNesterov(eta0=0.002, learning_rate="constant"),
+    "momentum": lambda: LearningRateSGDNesterov(eta0=0.002, momentum=0.5, nesterov=False),
+    "adam": lambda: LearningRateAdam(eta0=0.01, beta1=0.8),
+    "adaptive adam": lambda: ScaledLearningRate(LearningRateAdam(eta0=0.01), adaptive=True),
+}
+
+
+def _optimizer_fit(rule, dtype, epochs=3, model=None):
+    """``model`` (a new optimizer by default) on the float64 linear graph (or its float32
+    cast), elastic penalty on the coefficients, fit: the generic program with the rule's
+    update and state."""
+    model = _optimizer(rule, dtype, epochs) if model is None else model
+    return model.fit(X.astype(dtype), Y["regression"].astype(dtype))
+
+
+def _optimizer(rule, dtype, epochs):
+    model = _linear_float64()
+    if dtype == np.float32:
+        for init in model.graph.initializer:
+            init.CopyFrom(numpy_helper.from_array(
+                numpy_helper.to_array(init).astype(np.float32), init.name))
+        model.graph.input[0].type.tensor_type.elem_type = 1
+        model.graph.output[0].type.tensor_type.elem_type = 1
+    return OrtGradientForwardBackwardOptimizer(
+        model, weights_to_train=["coef", "intercept"], batch_size=BATCHES,
+        max_iter=epochs, random_state=0, learning_rate=UPDATE_RULES[rule](),
+        learning_penalty=ElasticLearningPenalty(l1=1e-4, l2=1e-2),
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rule", list(UPDATE_RULES))
+def test_update_rules_run_in_the_program_as_per_batch(monkeypatch, chunks, rule, dtype):
+    """Momentum, Nesterov and Adam (also in a ScaledLearningRate) run in the generic
+    program, their state (velocities, moments) carried from step to step in the graph:
+    the weights, the whole state (Adam's counter included) and the losses are the
+    per-batch path's, bit for bit in float32, to 1e-12 in float64."""
+    got = _optimizer_fit(rule, dtype)
+    assert len(chunks) == 3 * 4
+    expected = _per_batch(monkeypatch, lambda: _optimizer_fit(rule, dtype))
+    assert len(got.lr_state_) == len(expected.lr_state_) > 0
+    for a, b in zip([*got.weights_, *got.lr_state_],
+                    [*expected.weights_, *expected.lr_state_], strict=True):
+        if dtype == np.float32:
+            np.testing.assert_array_equal(a, b)
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(got.train_losses_, expected.train_losses_,
+                               rtol=0 if dtype == np.float32 else 1e-12)
+    assert got.t_ == expected.t_
+
+
+@pytest.mark.parametrize("params", [{}, {"solver": "sgd"}, {"solver": "sgd",
+                                                            "nesterovs_momentum": False}])
+def test_mlps_train_in_the_program_bit_for_bit(monkeypatch, chunks, params):
+    """The MLPs' stochastic solvers (Adam by default, Nesterov's or classical momentum)
+    with their L2 decay run in the program; fit then partial_fit, float32: bit for bit
+    the per-batch path's weights, t_, n_iter_ and loss curve."""
+    def train():
+        model = OnnxMLPRegressor(hidden_layer_sizes=(5,), batch_size=BATCHES, max_iter=2,
+                                 tol=None, random_state=0, **params)
+        model.fit(X, Y["regression"])
+        return model.partial_fit(X, Y["regression"])
+
+    model = train()
+    assert chunks
+    _assert_same(_state(model), _state(_per_batch(monkeypatch, train)))
+
+
+def test_stateful_rules_of_large_models_run_per_batch(chunks):
+    """Beyond ``_PROGRAM_MAX_STATE`` trained values numpy's update is faster: Adam and
+    momentum run per batch, plain SGD still in the program."""
+    def mlp(**params):
+        return OnnxMLPRegressor(hidden_layer_sizes=(200,), batch_size=BATCHES, max_iter=1,
+                                tol=None, random_state=0, **params).fit(X, Y["regression"])
+
+    model = mlp()
+    assert sum(w.size for w in model.optimizer_.weights_) > (
+        optimizers_partial._PROGRAM_MAX_STATE)
+    mlp(solver="sgd")
+    assert not chunks
+    mlp(solver="sgd", momentum=0.0)
+    assert chunks
+
+
+def test_adam_divergence_in_a_chunk_keeps_the_state_of_the_last_finite_epoch(
+        monkeypatch, chunks):
+    """Adam's rate explodes from the 11th batch of epoch 2: the chunk's non-finite losses
+    leave weights, moments and counter alone, its per-batch replay stops at the batch;
+    state and message are the per-batch path's."""
+    start = 1 + N_ROWS + 10 * BATCHES
+    schedule = LearningRateAdam.schedule
+    monkeypatch.setattr(
+        LearningRateAdam, "schedule",
+        lambda self, ts: np.where(np.asarray(ts) >= start, 1e38, schedule(self, ts)))
+
+    def diverge():
+        model = _optimizer("adam", np.float32, epochs=4)
+        with pytest.raises(ConvergenceError) as info:
+            _optimizer_fit("adam", np.float32, model=model)
+        return model, str(info.value)
+
+    model, message = diverge()
+    assert "at epoch 2, batch 1" in message and model.n_iter_ == 1
+    assert len(chunks) > 4  # epoch 1, then epoch 2's first chunks
+    expected, expected_message = _per_batch(monkeypatch, diverge)
+    assert message == expected_message
+    assert int(model.lr_state_[-1]) == int(expected.lr_state_[-1]) == 32
+    for a, b in zip([*model.weights_, *model.lr_state_],
+                    [*expected.weights_, *expected.lr_state_], strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_program_is_built_once_and_bound_once_per_loader(monkeypatch, chunks):
@@ -434,3 +545,26 @@ def test_pickled_stream_resumes_bit_for_bit(monkeypatch, chunks):
     assert chunks
     _assert_same(_state(model), _state(stream()))
     _assert_same(_state(model), _state(_per_batch(monkeypatch, stream)))
+
+
+def test_pickled_adam_stream_resumes_bit_for_bit(monkeypatch, chunks):
+    """A small MLP with Adam: the stream trains in the program; pickled after two calls,
+    its moments no longer share one buffer (it resumes per batch) and the weights, t_ and
+    loss curve stay those of the uninterrupted stream."""
+    def stream(pickled_after=None):
+        model = OnnxMLPRegressor(hidden_layer_sizes=(5,), batch_size=BATCHES,
+                                 random_state=0)
+        for call in range(4):
+            model.partial_fit(X, Y["regression"])
+            if call == pickled_after:
+                model = pickle.loads(pickle.dumps(model))
+        return model
+
+    uninterrupted = stream()
+    calls = len(chunks)
+    assert calls == 4 * 4
+    resumed = stream(pickled_after=1)
+    assert len(chunks) - calls == 2 * 4  # the two calls before the pickle
+    _assert_same(_state(resumed), _state(uninterrupted))
+    np.testing.assert_array_equal(resumed.optimizer_.lr_state_[-1],
+                                  uninterrupted.optimizer_.lr_state_[-1])
