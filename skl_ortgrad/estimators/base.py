@@ -13,6 +13,7 @@ import numbers
 import sys
 import warnings
 from abc import ABCMeta, abstractmethod
+from collections.abc import Hashable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -26,6 +27,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from skl_ortgrad._cache import BoundedCache
 from skl_ortgrad.estimators.dtype_range import check_dtype_range
 from skl_ortgrad.exceptions import ConvergenceError
 from skl_ortgrad.gradient.backend import BACKEND_NAMES, resolve_backend
@@ -166,6 +168,24 @@ class Template:
         state["session"] = None
         return state
 
+    def copy(self) -> Template:
+        """A template of its own (the model copied), without a session."""
+        return Template(_copied(self.model), self.score, list(self.weights),
+                        list(self.outputs),
+                        None if self.penalized is None else list(self.penalized))
+
+
+def _copied(model: onnx.ModelProto) -> onnx.ModelProto:
+    result = onnx.ModelProto()
+    result.CopyFrom(model)
+    return result
+
+
+#: Templates and their graphs cut at the score, for the estimators whose template is a
+#: function of :meth:`BaseOnnxEstimator._template_key` (zero initial weights): building
+#: and cutting them was a sixth of a small fit (breast cancer, one epoch).
+TEMPLATES: BoundedCache[tuple[Template, onnx.ModelProto]] = BoundedCache(64)
+
 
 class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
     """Base of the estimators trained through onnxruntime.
@@ -215,6 +235,26 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
     @abstractmethod
     def _template(self, n_features: int, dtype: np.dtype) -> Template:
         """Build the initial model of the right shape and convert it to ONNX."""
+
+    def _template_key(self, n_features: int, dtype: np.dtype) -> Hashable | None:
+        """Everything :meth:`_template` depends on, when that is all it depends on (its
+        result is then cached, :data:`TEMPLATES`); None (the default): built every time
+        (random initial weights...)."""
+        return None
+
+    def _trained_template(self, n_features: int, dtype: np.dtype) -> tuple[Template,
+                                                                          onnx.ModelProto]:
+        """:meth:`_template` and its graph cut at the score (what the optimizer trains),
+        both of their own."""
+        def build() -> tuple[Template, onnx.ModelProto]:
+            template = self._template(n_features, dtype)
+            return template, select_model_output(template.model, template.score)
+
+        key = self._template_key(n_features, dtype)
+        if key is None:
+            return build()
+        template, cut = TEMPLATES.get((type(self).__qualname__, key), build)
+        return template.copy(), _copied(cut)
 
     @abstractmethod
     def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
@@ -493,10 +533,11 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
     def _build_optimizer(self, n_features: int, init: dict[str, Any]) -> None:
         """A new ``optimizer_`` for ``n_features`` columns; :meth:`_train` gives it the
         training objects of every call (``set_params``)."""
-        template = self._template(n_features, self._dtype())
-        self._initialize(template, init)
+        template, train_model = self._trained_template(n_features, self._dtype())
+        if any(value is not None for value in init.values()):
+            self._initialize(template, init)
+            train_model = select_model_output(template.model, template.score)
         self._template_ = template
-        train_model = select_model_output(template.model, template.score)
         self.optimizer_ = OrtGradientForwardBackwardOptimizer(
             train_model,
             weights_to_train=template.weights,

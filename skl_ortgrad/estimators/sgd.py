@@ -4,6 +4,7 @@ drop-in replacements for scikit-learn's ``SGDRegressor`` and ``SGDClassifier``."
 from __future__ import annotations
 
 import warnings
+from collections.abc import Hashable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -20,6 +21,7 @@ from sklearn.utils import compute_class_weight
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import StrOptions
 
+from skl_ortgrad._cache import freeze
 from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, numeric_targets
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
 from skl_ortgrad.estimators.conversion import convert_model
@@ -356,6 +358,9 @@ class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
         return numeric_targets(y)
 
+    def _template_key(self, n_features: int, dtype: np.dtype) -> Hashable:
+        return n_features, np.dtype(dtype).str, tuple(self._template_weights())
+
     def _template(self, n_features: int, dtype: np.dtype) -> Template:
         model = LinearRegression()
         model.coef_ = np.zeros(n_features)
@@ -543,6 +548,11 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
     def _counterpart_loss(self) -> str:
         """The ``SGDClassifier`` loss whose skl2onnx graph computes the probabilities."""
         return "modified_huber" if self._loss().kind == "modified_huber" else "log_loss"
+
+    def _template_key(self, n_features: int, dtype: np.dtype) -> Hashable:
+        return (n_features, np.dtype(dtype).str, tuple(self._template_weights()),
+                freeze(onnx_classes(self.classes_)), self._softmax_loss(),
+                self._counterpart_loss())
 
     def _template(self, n_features: int, dtype: np.dtype) -> Template:
         n_classes = len(self.classes_)

@@ -6,14 +6,17 @@ import numpy as np
 import pytest
 from onnx import numpy_helper
 from skl2onnx import to_onnx
+from sklearn.base import clone
 from sklearn.datasets import load_breast_cancer
 from sklearn.linear_model import LogisticRegression, SGDClassifier
 from sklearn.model_selection import GridSearchCV
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.preprocessing import LabelBinarizer, StandardScaler
 
-from skl_ortgrad import OnnxMLPClassifier, OnnxSGDClassifier
+from skl_ortgrad import OnnxMLPClassifier, OnnxSGDClassifier, OnnxSGDRegressor
+from skl_ortgrad.estimators.base import TEMPLATES
 from skl_ortgrad.estimators.conversion import CONVERSIONS, convert_model
+from skl_ortgrad.graph.cut import select_model_output
 from skl_ortgrad.graph.model import TARGET_OPSET
 from skl_ortgrad.runtime.sessions import SESSIONS
 
@@ -160,6 +163,53 @@ def breast_cancer():
     return StandardScaler().fit_transform(X), y
 
 
+def _serialized(template):
+    return (template.model.SerializeToString(), template.score, template.weights,
+            template.outputs, template.penalized)
+
+
+@pytest.mark.parametrize(("estimator", "labels"), [
+    (OnnxSGDClassifier(max_iter=1), None),
+    (OnnxSGDClassifier(max_iter=1, loss="log_loss"), None),
+    (OnnxSGDClassifier(max_iter=1, fit_intercept=False), None),
+    (OnnxSGDClassifier(max_iter=1), np.array(["no", "yes"])),
+    (OnnxSGDClassifier(max_iter=1), np.array([0, 1, 2])),
+    (OnnxSGDClassifier(max_iter=1, loss="log_loss"), np.array([0, 1, 2])),
+    (OnnxSGDRegressor(max_iter=1), None),
+    (OnnxSGDRegressor(max_iter=1, dtype=np.float64), None),
+], ids=["hinge", "log", "no intercept", "strings", "3 classes", "softmax", "regressor",
+        "float64"])
+def test_sgd_templates_are_cached_per_key_and_copied(breast_cancer, estimator, labels):
+    """The SGD templates depend on their key alone: two fits build one, each gets a copy
+    equal to a freshly built template, and the cut graph it trains."""
+    X, y = breast_cancer
+    X = X[:120]
+    y = y[:120] if labels is None else labels[np.arange(120) % len(labels)]
+    TEMPLATES.clear()
+    first, second = clone(estimator).fit(X, y), clone(estimator).fit(X, y)
+    assert TEMPLATES.info()[:2] == (1, 1)
+    assert first._template_.model is not second._template_.model
+    assert first.optimizer_.model_onnx is not second.optimizer_.model_onnx
+    fresh = first._template(X.shape[1], first._dtype())
+    assert _serialized(first._template_) == _serialized(second._template_) == (
+        _serialized(fresh))
+    cut = select_model_output(fresh.model, fresh.score).SerializeToString()
+    assert first.optimizer_.model_onnx.SerializeToString() == cut
+    assert len(TEMPLATES) == 1
+
+
+def test_a_fit_from_coef_init_cuts_its_own_graph(breast_cancer):
+    X, y = breast_cancer
+    coef = np.full((1, X.shape[1]), 0.25)
+    model = OnnxSGDClassifier(max_iter=1).fit(X, y)
+    started = OnnxSGDClassifier(max_iter=1).fit(X, y, coef_init=coef)
+    initial = {i.name: numpy_helper.to_array(i)
+               for i in started.optimizer_.model_onnx.graph.initializer}
+    np.testing.assert_array_equal(initial["coef"].ravel(), coef.ravel().astype(np.float32))
+    template = {i.name: numpy_helper.to_array(i) for i in model._template_.model.graph.initializer}
+    assert not template["coef"].any()  # the cached template kept its zeros
+
+
 @pytest.mark.parametrize("estimator", [
     OnnxSGDClassifier(random_state=0),
     OnnxMLPClassifier(hidden_layer_sizes=(8,), max_iter=3, random_state=0),
@@ -170,13 +220,19 @@ def test_a_grid_search_shares_sessions_and_conversions(breast_cancer, estimator)
     X, y = breast_cancer
     SESSIONS.clear()
     CONVERSIONS.clear()
+    TEMPLATES.clear()
     estimator.fit(X, y).score(X, y)
-    sessions, conversions = len(SESSIONS), CONVERSIONS.info()
+    sessions, conversions, templates = len(SESSIONS), CONVERSIONS.info(), TEMPLATES.info()
     # cv=2 splits 569 rows into 285 + 284: the last batch of a fold differs between the
     # folds, which the general (any number of rows) step session serves.
     search = GridSearchCV(estimator, {"alpha": [1e-4, 1e-3]}, cv=2).fit(X, y)
     assert len(SESSIONS) == sessions
     assert CONVERSIONS.info().misses == conversions.misses
-    assert CONVERSIONS.info().hits >= conversions.hits + 5
+    assert TEMPLATES.info().misses == templates.misses
+    # The SGD template (zero weights) is cached whole; the MLP's (random weights) is
+    # converted from the cached conversion.
+    reused = (TEMPLATES.info().hits - templates.hits) + (
+        CONVERSIONS.info().hits - conversions.hits)
+    assert reused >= 5
     # The refitted best estimator runs the very session of the first fit.
     assert search.best_estimator_._session() is estimator._session()
