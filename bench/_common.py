@@ -174,6 +174,26 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def cpu_details() -> str:
+    """Family, model number, cache and widest vector extension from /proc/cpuinfo: hosts
+    that all report "Intel(R) Xeon(R) Processor" differ there, and so do their ratios
+    (the same code measured 0.43x and 0.6x against scikit-learn on two of them)."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in ("cpu family", "model", "cache size", "flags") and key not in fields:
+                    fields[key] = value.strip()
+    except OSError:
+        return "unknown"
+    flags = fields.get("flags", "").split()
+    vector = next((isa for isa in ("avx512f", "avx2", "avx", "sse4_2") if isa in flags), "")
+    return (f"family {fields.get('cpu family', '?')}, model {fields.get('model', '?')}, "
+            f"cache {fields.get('cache size', '?')}, {vector or 'no AVX'}")
+
+
 def _version(dist: str) -> str:
     try:
         return metadata.version(dist)
@@ -202,6 +222,7 @@ def machine_info() -> dict[str, str]:
         memory = "unknown"
     return {
         "CPU": cpu_model(),
+        "CPU details": cpu_details(),
         "cores (os.cpu_count)": str(os.cpu_count()),
         "memory": memory,
         "OS": platform.platform(),

@@ -45,7 +45,8 @@ SUITES = [
 def machine_line(info: dict[str, str]) -> str:
     """The machine and runtime of a run, in one line."""
     backend = info["gradient backend ('auto')"]
-    return (f"{info['CPU']}, {info['cores (os.cpu_count)']} cores, Python {info['Python']}, "
+    return (f"{info['CPU']} ({info['CPU details']}), {info['cores (os.cpu_count)']} cores, "
+            f"Python {info['Python']}, "
             f"onnxruntime {info['onnxruntime (module)']}, gradient backend '{backend}'")
 
 
