@@ -176,8 +176,8 @@ def cpu_model() -> str:
 
 def cpu_details() -> str:
     """Family, model number, cache and widest vector extension from /proc/cpuinfo: hosts
-    that all report "Intel(R) Xeon(R) Processor" differ there, and so do their ratios
-    (the same code measured 0.43x and 0.6x against scikit-learn on two of them)."""
+    that all report "Intel(R) Xeon(R) Processor" may differ there, which a comparison of
+    two runs needs to know."""
     fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
