@@ -96,10 +96,13 @@ def generic_only(call: Callable[[], Any]) -> Callable[[], Any]:
         optimizer = optimizers_partial.OrtGradientForwardBackwardOptimizer
         lean = optimizer.__dict__["_lean_loss"]
         optimizer._lean_loss = lambda self, *args: None
+        # Programs are shared by configuration: none built under the patch outlives it.
+        optimizers_partial.PROGRAMS.clear()
         try:
             return call()
         finally:
             optimizer._lean_loss = lean
+            optimizers_partial.PROGRAMS.clear()
 
     return run
 

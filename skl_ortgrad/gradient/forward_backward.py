@@ -35,12 +35,12 @@ from onnxruntime.capi._pybind_state import (
     get_available_providers,
 )
 
-from skl_ortgrad._cache import BoundedCache, digest
+from skl_ortgrad._cache import BoundedCache
 from skl_ortgrad.gradient.backend import GradientGraph, build_gradient, resolve_backend
 from skl_ortgrad.graph.dtypes import FLOAT_TYPES, numpy_dtype, numpy_dtype_of
 from skl_ortgrad.graph.external import check_external_data
 from skl_ortgrad.graph.shapes import declared_shape
-from skl_ortgrad.graph.weights import float_initializers
+from skl_ortgrad.graph.weights import float_initializers, skeleton_digest
 from skl_ortgrad.runtime.devices import device_providers, log_severity, ort_device
 from skl_ortgrad.runtime.options import session_options, unoptimized_session_options
 from skl_ortgrad.runtime.sessions import cached_session
@@ -93,21 +93,14 @@ def _with_outputs(model: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
 
 def _gradient_key(model: onnx.ModelProto, weights: list[str], backend: str) -> Hashable:
     """What the gradient graph of ``model`` depends on: its bytes with the values of
-    ``weights`` left out, the weights and the backend.
+    ``weights`` left out (:func:`~skl_ortgrad.graph.weights.skeleton_digest`) and the
+    backend.
 
     The gradient graphs take the weights as inputs and keep none of their values (a
     test checks it for both backends), so every fit of a model whose initial weights
     are random shares one graph.
     """
-    skeleton = onnx.ModelProto()
-    skeleton.CopyFrom(model)
-    trained = set(weights)
-    for init in skeleton.graph.initializer:
-        if init.name in trained:
-            # dims and data_type stay: the graph depends on them.
-            for field in ("raw_data", "float_data", "double_data", "int32_data"):
-                init.ClearField(field)
-    return "gradient", digest(skeleton.SerializeToString()), tuple(weights), backend
+    return "gradient", skeleton_digest(model, weights), backend
 
 
 def _unreachable(graph: onnx.GraphProto, weights: list[str], outputs: list[str]) -> list[str]:

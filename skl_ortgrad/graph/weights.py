@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
+
 import numpy as np
 from onnx import ModelProto, numpy_helper
 
+from skl_ortgrad._cache import digest
 from skl_ortgrad.graph.dtypes import FLOAT_TYPES
 from skl_ortgrad.graph.external import check_external_data
 
@@ -77,3 +80,17 @@ def get_train_initializer(
         for init in graph.initializer
         if init.name in selected
     }
+
+
+def skeleton_digest(model: ModelProto, weights: Sequence[str]) -> Hashable:
+    """A key of ``model`` with the values of ``weights`` left out (their names, types and
+    shapes kept): equal for two models that differ only by those values, such as the
+    fits of a model whose initial weights are random or zero."""
+    skeleton = ModelProto()
+    skeleton.CopyFrom(model)
+    trained = set(weights)
+    for init in skeleton.graph.initializer:
+        if init.name in trained:
+            for field in ("raw_data", "float_data", "double_data", "int32_data"):
+                init.ClearField(field)
+    return digest(skeleton.SerializeToString()), tuple(weights)

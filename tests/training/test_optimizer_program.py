@@ -55,6 +55,15 @@ ESTIMATORS = {"regression": OnnxSGDRegressor, "binary": OnnxSGDClassifier,
               "multiclass": OnnxSGDClassifier}
 
 
+@pytest.fixture(autouse=True)
+def fresh_programs():
+    """Every test builds its programs, and leaves none built under its patches (they are
+    shared process-wide otherwise)."""
+    optimizers_partial.PROGRAMS.clear()
+    yield
+    optimizers_partial.PROGRAMS.clear()
+
+
 @pytest.fixture
 def chunks(monkeypatch):
     """Programs of ``STEPS`` batches (several chunks per epoch, a shorter last one), and
@@ -458,6 +467,34 @@ def test_program_is_built_once_and_bound_once_per_loader(monkeypatch, chunks):
         model.partial_fit(X, Y["regression"])
     assert len(builds) == 1
     assert model.optimizer_._program_binding[2] is bound
+
+
+def test_fits_of_one_structure_share_their_program(monkeypatch, chunks):
+    """Programs are shared across optimizers by model structure (weights by shape only),
+    loss, rule and configuration: MLPs with other random initial weights and another
+    alpha build one; another hidden layer or another update rule builds its own."""
+    builds = []
+    original = OrtGradientForwardBackwardOptimizer._build_program
+
+    def build(self, *args):
+        builds.append(args)
+        return original(self, *args)
+
+    monkeypatch.setattr(OrtGradientForwardBackwardOptimizer, "_build_program", build)
+
+    def fit(**params):
+        return OnnxMLPRegressor(**{"hidden_layer_sizes": (5,), "batch_size": BATCHES,
+                                   "max_iter": 1, "tol": None, **params}).fit(
+            X, Y["regression"])
+
+    first = fit(random_state=0)
+    fit(random_state=1, alpha=0.1)
+    assert len(builds) == 1 and chunks
+    fit(random_state=0, hidden_layer_sizes=(4,))
+    fit(random_state=0, solver="sgd", momentum=0.0)
+    assert len(builds) == 3
+    # The weights of the first fit are its own: another fit trained elsewhere.
+    assert not np.array_equal(first.coefs_[0], fit(random_state=1).coefs_[0])
 
 
 @pytest.mark.parametrize("lean", [False, True])
