@@ -452,15 +452,21 @@ def test_adam_divergence_in_a_chunk_keeps_the_state_of_the_last_finite_epoch(
         np.testing.assert_array_equal(a, b)
 
 
-def test_program_is_built_once_and_bound_once_per_loader(monkeypatch, chunks):
-    builds = []
+@pytest.fixture
+def builds(monkeypatch):
+    """The arguments of every program built."""
+    calls = []
     original = OrtGradientForwardBackwardOptimizer._build_program
 
     def build(self, *args):
-        builds.append(args)
+        calls.append(args)
         return original(self, *args)
 
     monkeypatch.setattr(OrtGradientForwardBackwardOptimizer, "_build_program", build)
+    return calls
+
+
+def test_program_is_built_once_and_bound_once_per_loader(chunks, builds):
     model = _fit("regression")
     bound = model.optimizer_._program_binding[2]
     for _ in range(3):
@@ -469,19 +475,10 @@ def test_program_is_built_once_and_bound_once_per_loader(monkeypatch, chunks):
     assert model.optimizer_._program_binding[2] is bound
 
 
-def test_fits_of_one_structure_share_their_program(monkeypatch, chunks):
+def test_fits_of_one_structure_share_their_program(chunks, builds):
     """Programs are shared across optimizers by model structure (weights by shape only),
     loss, rule and configuration: MLPs with other random initial weights and another
     alpha build one; another hidden layer or another update rule builds its own."""
-    builds = []
-    original = OrtGradientForwardBackwardOptimizer._build_program
-
-    def build(self, *args):
-        builds.append(args)
-        return original(self, *args)
-
-    monkeypatch.setattr(OrtGradientForwardBackwardOptimizer, "_build_program", build)
-
     def fit(**params):
         return OnnxMLPRegressor(**{"hidden_layer_sizes": (5,), "batch_size": BATCHES,
                                    "max_iter": 1, "tol": None, **params}).fit(
