@@ -143,12 +143,16 @@ def _fit(task, **params):
     {}, {"penalty": None}, {"penalty": "l1", "alpha": 0.01},
     {"penalty": "elasticnet", "alpha": 0.001}, {"learning_rate": "constant", "eta0": 0.001},
     {"shuffle": False},
-])
+    {"learning_rate": LearningRateSGDNesterov(eta0=0.001, learning_rate="constant")},
+    {"learning_rate": LearningRateAdam(eta0=0.01), "penalty": "elasticnet"},
+], ids=["default", "no penalty", "l1", "elasticnet", "constant", "no shuffle", "nesterov",
+        "adam"])
 @pytest.mark.parametrize("task", list(ESTIMATORS))
 def test_estimators_train_bit_for_bit_as_per_batch(monkeypatch, chunks, generic, task,
                                                    params):
     """float32: the generic program does the per-batch arithmetic exactly (same
-    gradient graph, same casts of eta, decay and threshold): fit, then partial_fit."""
+    gradient graph, same casts of eta, decay and threshold, the same momentum and Adam
+    updates on the one-vs-rest weights too): fit, then partial_fit."""
     model = _fit(task, **params)
     classes = {"classes": np.unique(Y[task])} if task != "regression" else {}
     model.partial_fit(X, Y[task], **classes)
