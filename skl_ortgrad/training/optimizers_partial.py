@@ -952,11 +952,11 @@ class OrtGradientForwardBackwardOptimizer(BaseEstimator):
         momentum (Nesterov's or not) or Adam (possibly in a ``ScaledLearningRate``; the
         linear program: plain SGD only; momentum and Adam up to ``_PROGRAM_MAX_STATE``
         trained values, with their state packed), no penalty or the elastic one, no
-        averaging,
-        ``verbose < 2`` (no per-batch report), and the stock per-batch pieces
+        averaging, ``verbose < 2`` (no per-batch report), and the stock per-batch pieces
         (:data:`_PROGRAM_PIECES`). The program (:meth:`_build_program`) and its session
-        are built once per loss, update rule and configuration; its feeds are bound once
-        per loader and weight buffers (and again when the loader serves other features).
+        are built once per model structure, loss, update rule and configuration, and
+        shared by every optimizer (:data:`PROGRAMS`); its feeds are bound once per loader
+        and weight buffers (and again when the loader serves other features).
         """
         size = int(self.batch_size)
         rate, penalty = self.learning_rate_, self.learning_penalty_
