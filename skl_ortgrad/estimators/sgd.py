@@ -178,7 +178,7 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
         self._check_loss(loss)
         rate = sgd_learning_rate(
             {name: getattr(self, name) for name in ("learning_rate", "eta0", "power_t", "alpha")},
-            loss, batch_size, self._stable_step,
+            loss, batch_size, self._stable_step, mean_weight,
         )
         return rate, loss, self._penalty(batch_size)
 

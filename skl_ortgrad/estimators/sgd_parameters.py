@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
 from skl_ortgrad.training.sgd_learning_loss import BaseLearningLoss, NegLogLearningLoss
 from skl_ortgrad.training.sgd_learning_penalty import (
@@ -46,12 +48,19 @@ CLASSIFICATION_LOSSES = ("hinge", "log_loss", "modified_huber", "squared_hinge",
 # Losses whose parameter is scikit-learn's ``epsilon``.
 _EPSILON_LOSSES = {"huber", "epsilon_insensitive", "squared_epsilon_insensitive"}
 # Largest second derivative of the smooth losses (kind -> c). The piecewise linear ones
-# (hinge, perceptron, Huber, epsilon-insensitive) take c = 1: their batch steps do not
-# diverge but, uncapped, the early 'optimal' steps (32 x 10 per batch) throw the weights
-# so far that the margins oscillate for many epochs (measured: classifiers below the
-# majority class with Huber or epsilon-insensitive losses).
+# take c = 1 (Huber, epsilon-insensitive): their batch steps do not diverge but, uncapped,
+# the early 'optimal' steps (32 x 10 per batch) throw the weights so far that the margins
+# oscillate for many epochs (measured: classifiers below the majority class with Huber or
+# epsilon-insensitive losses). The hinge (and perceptron) takes c = 1/16, a cap that only
+# tames those first steps: at c = 1 it held the classifiers' default rate flat for tens
+# of epochs and fit stopped early on the noisy plateau (test accuracy, defaults, 5 seeds:
+# iris 0.874 at c = 1, 0.895 at 1/16, scikit-learn 0.926; 66,667 x 100 generated binary
+# 0.7155 in 6 epochs, 0.7549 in 88, scikit-learn 0.7537 in 64; breast cancer, digits and
+# wine stay at or above scikit-learn's, in fewer epochs: 13-20 instead of 24-78. Of 1,
+# 1/4, 1/8, 1/16, 1/32 and no cap, 1/16 took the fewest epochs on those datasets while
+# every accuracy stayed above scikit-learn's or within 0.04 of it).
 _CURVATURE = {"squared_error": 1.0, "squared_epsilon_insensitive": 2.0, "squared_hinge": 2.0,
-              "log": 0.25, "softmax_log": 0.5, "modified_huber": 2.0}
+              "log": 0.25, "softmax_log": 0.5, "modified_huber": 2.0, "hinge": 1.0 / 16}
 _L1_RATIO = {"l2": 0.0, "l1": 1.0}
 
 
@@ -87,6 +96,7 @@ def sgd_penalty(
 
 def sgd_learning_rate(
     params: dict[str, Any], loss: BaseLearningLoss, rows: int, stable_step: float,
+    mean_weight: float = 1.0,
 ) -> BaseLearningRate:
     r"""The learning-rate object of an SGD estimator's parameters for batches of ``rows``.
 
@@ -102,6 +112,10 @@ def sgd_learning_rate(
     stable_step : float
         :math:`1 / \lambda_{max}(E[\tilde x \tilde x^\top])` on the training data
         (:func:`~skl_ortgrad.estimators.base.stable_step`).
+    mean_weight : float
+        :math:`\bar s`, the mean sample weight: a batch's gradient is the sum of the
+        weighted rows' over :math:`b`, about :math:`\bar s` times the mean gradient, so
+        the cap is divided by it.
 
     Raises
     ------
@@ -134,6 +148,7 @@ def sgd_learning_rate(
         )
     max_eta = None
     if rows > 1:
-        max_eta = min(stable_step, 1.0) / _CURVATURE.get(loss.kind, 1.0)
+        max_eta = min(stable_step, 1.0) / _CURVATURE.get(loss.kind, 1.0) / max(
+            float(mean_weight), np.finfo(np.float64).tiny)
     return ScaledLearningRate(rate, scale=float(rows), max_eta=max_eta,
                               adaptive=schedule == "adaptive")
