@@ -439,15 +439,16 @@ def _generic_template(
     step = StepGraph(graph_names(graph), numpy_dtype(elem))
     starts = [_proximal(step, w, _rank(inputs[w]), l1, l2) if w in penalized else w
               for w in weights]
-    if update.states_per_weight and any(None in _dims(inputs[w]) for w in weights):
+    shapes = [_dims(inputs[w]) for w in weights]
+    if update.states_per_weight and any(None in shape for shape in shapes):
         raise ValueError("A packed update state needs weights of static shapes.")
-    states = [_info(unique_name("state", step.taken), elem, [sum(
-        int(np.prod(_dims(inputs[w]))) for w in weights)])
-        for _ in range(update.states_per_weight)]
+    states = [_info(unique_name("state", step.taken), elem,
+                    [sum(int(np.prod(shape)) for shape in shapes)])
+              for _ in range(update.states_per_weight)]
     if states:
         new_weights, new_states = _packed_update(
-            step, update, starts, [f"{w}_grad" for w in weights],
-            [s.name for s in states], [_dims(inputs[w]) for w in weights])
+            step, update, starts, [f"{w}_grad" for w in weights], [s.name for s in states],
+            shapes)
     else:
         new_weights, new_states = [], []
         for w, start in zip(weights, starts, strict=True):

@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from skl_ortgrad.graph.dtypes import onnx_dtype
 from skl_ortgrad.graph.model import OPSET, make_model
@@ -637,10 +637,8 @@ def _segments(*lists: list[np.ndarray]) -> list[tuple[np.ndarray, ...]]:
     contiguous_span`: the weights, the gradients and the states of an optimizer are):
     elementwise updates give the same values either way, once per call instead of once
     per weight."""
-    spans = [contiguous_span(arrays) for arrays in lists]
-    if all(span is not None for span in spans):
-        return [tuple(spans)]
-    return list(zip(*lists, strict=True))
+    spans = _spans(*lists)
+    return [tuple(spans)] if spans is not None else list(zip(*lists, strict=True))
 
 
 def _spans(*lists: list[np.ndarray]) -> list[np.ndarray] | None:
@@ -957,16 +955,14 @@ class LearningRateAdam(BaseLearningRate):
         def rate_from_counter(graph: StepGraph) -> None:
             # -eta sqrt(1 - beta2^k) / (1 - beta1^k), in double, then cast.
             double = onnx.TensorProto.DOUBLE
-            constants = {name: numpy_helper.from_array(np.array(value, dtype=np.float64), name)
-                         for name, value in (("beta1_d", beta1), ("beta2_d", beta2),
-                                             ("one_d", 1.0))}
-            graph.taken.update(constants)
-            graph.initializers.extend(constants.values())
+            beta1_d, beta2_d, one_d = (graph.tensor(np.array(value, dtype=np.float64), name)
+                                       for name, value in (("beta1_d", beta1),
+                                                           ("beta2_d", beta2), ("one_d", 1.0)))
             k = graph.node("Cast", ["k"], "k_d", to=double)
             eta = graph.node("Cast", ["eta"], "eta_d", to=double)
-            bias1 = graph.node("Sub", ["one_d", graph.node("Pow", ["beta1_d", k], "beta1_k")],
+            bias1 = graph.node("Sub", [one_d, graph.node("Pow", [beta1_d, k], "beta1_k")],
                                "bias1")
-            bias2 = graph.node("Sub", ["one_d", graph.node("Pow", ["beta2_d", k], "beta2_k")],
+            bias2 = graph.node("Sub", [one_d, graph.node("Pow", [beta2_d, k], "beta2_k")],
                                "bias2")
             numerator = graph.node("Mul", [eta, graph.node("Sqrt", [bias2], "sqrt_bias2")],
                                    "lr_num")
