@@ -41,7 +41,7 @@ from skl_ortgrad import (
     OnnxSGDClassifier,
     OnnxSGDRegressor,
 )
-from skl_ortgrad.training import optimizers_partial
+from skl_ortgrad.training import trainer
 
 N_ROWS, N_FEATURES = 100_000, 100
 
@@ -79,12 +79,12 @@ def per_batch(call: Callable[[], Any]) -> Callable[[], Any]:
     """``call`` with the training program off: one onnxruntime call per batch (what
     the estimators did before it)."""
     def run() -> Any:
-        steps = optimizers_partial._PROGRAM_STEPS
-        optimizers_partial._PROGRAM_STEPS = 1
+        steps = trainer._PROGRAM_STEPS
+        trainer._PROGRAM_STEPS = 1
         try:
             return call()
         finally:
-            optimizers_partial._PROGRAM_STEPS = steps
+            trainer._PROGRAM_STEPS = steps
 
     return run
 
@@ -93,16 +93,16 @@ def generic_only(call: Callable[[], Any]) -> Callable[[], Any]:
     """``call`` with the generic program wherever the linear one would run (the
     gradient graph plus updates)."""
     def run() -> Any:
-        optimizer = optimizers_partial.OrtGradientForwardBackwardOptimizer
+        optimizer = trainer.Trainer
         lean = optimizer.__dict__["_lean_loss"]
         optimizer._lean_loss = lambda self, *args: None
         # Programs are shared by configuration: none built under the patch outlives it.
-        optimizers_partial.PROGRAMS.clear()
+        trainer.PROGRAMS.clear()
         try:
             return call()
         finally:
             optimizer._lean_loss = lean
-            optimizers_partial.PROGRAMS.clear()
+            trainer.PROGRAMS.clear()
 
     return run
 
@@ -164,14 +164,14 @@ def rules_table(n_rounds: int, n_rows: int = 20_000) -> Table:
     ``_PROGRAM_MAX_STATE``."""
     X, y = task_data("regression")
     X, y = X[:n_rows], y[:n_rows]
-    limit = optimizers_partial._PROGRAM_MAX_STATE
+    limit = trainer._PROGRAM_MAX_STATE
     candidates: dict[str, Callable[[], Any]] = {}
     for label, make in RULES.items():
-        optimizers_partial._PROGRAM_MAX_STATE = 10**9
+        trainer._PROGRAM_MAX_STATE = 10**9
         try:
             in_program = make().partial_fit(X, y)
         finally:
-            optimizers_partial._PROGRAM_MAX_STATE = limit
+            trainer._PROGRAM_MAX_STATE = limit
         per_call = make().partial_fit(X, y)
         candidates[f"{label}: program"] = forced_program(
             lambda model=in_program: model.partial_fit(X, y))
@@ -195,12 +195,12 @@ def forced_program(call: Callable[[], Any]) -> Callable[[], Any]:
     """``call`` with the program for update rules with a state whatever the model's
     size."""
     def run() -> Any:
-        limit = optimizers_partial._PROGRAM_MAX_STATE
-        optimizers_partial._PROGRAM_MAX_STATE = 10**9
+        limit = trainer._PROGRAM_MAX_STATE
+        trainer._PROGRAM_MAX_STATE = 10**9
         try:
             return call()
         finally:
-            optimizers_partial._PROGRAM_MAX_STATE = limit
+            trainer._PROGRAM_MAX_STATE = limit
 
     return run
 

@@ -3,7 +3,7 @@ then the anatomy of our step (what each piece of the optimizer's per-batch loop 
 with the two-call TrainingAgent path it replaced for comparison) and the per-epoch costs.
 
 The step cost is measured on a tiny problem (batch 1, 10 features): all of it is fixed
-overhead. The anatomy times each piece of ``OrtGradientForwardBackwardOptimizer._epoch``
+overhead. The anatomy times each piece of ``Trainer._epoch``
 in isolation on the optimizer's own engine, weights and training objects (private
 attributes: if the package's internals change, the anatomy is not measured).
 """
@@ -190,7 +190,7 @@ def _anatomy_shape(bs: int, d: int, n_rows: int, repeat: int) -> tuple[dict, dic
             raise RuntimeError("diverged")
 
     def full_step() -> None:
-        # the body of OrtGradientForwardBackwardOptimizer._epoch's loop
+        # the body of Trainer._epoch's loop
         static.run(feeds)
         read_loss()
         update(0.01)

@@ -57,7 +57,7 @@ from skl_ortgrad import (
 )
 from skl_ortgrad.estimators.base import stable_step
 from skl_ortgrad.runtime.step import OrtGradientStep
-from skl_ortgrad.training import optimizers_partial
+from skl_ortgrad.training import trainer
 
 ESTIMATORS = [OnnxSGDRegressor, OnnxSGDClassifier]
 
@@ -223,7 +223,7 @@ def test_divergence_stops_within_the_batch(monkeypatch, estimator):
     # the instrumented steps kept the training program off.
     monkeypatch.undo()
     with monkeypatch.context() as patch:
-        patch.setattr(optimizers_partial, "_PROGRAM_STEPS", 1)
+        patch.setattr(trainer, "_PROGRAM_STEPS", 1)
         expected = _model(estimator, max_iter=2, penalty=None).fit(X, Y)
     _assert_weights(_weights(model), _weights(expected))
     assert (model.n_iter_, model.t_, len(model.loss_curve_)) == (2, expected.t_, 2)
@@ -409,7 +409,7 @@ def test_interrupted_partial_fit_keeps_completed_batches(monkeypatch, reference)
     # Per batch, as the reference (its snapshots instrument every step): the training
     # program would give the same weights to rounding only.
     with monkeypatch.context() as patch:
-        patch.setattr(optimizers_partial, "_PROGRAM_STEPS", 1)
+        patch.setattr(trainer, "_PROGRAM_STEPS", 1)
         _partial_fit(model, X, Y)
     def interrupt(k):
         if k == 6:
@@ -489,7 +489,7 @@ def test_joblib_and_deepcopy_round_trips_resume_identically(estimator):
 
 def test_pickle_of_an_unreadable_state_format_is_refused(monkeypatch):
     model = _model(OnnxSGDRegressor, max_iter=1).fit(X, Y)
-    monkeypatch.setattr(optimizers_partial, "_STATE_FORMAT", 99)
+    monkeypatch.setattr(trainer, "_STATE_FORMAT", 99)
     data = pickle.dumps(model)
     monkeypatch.undo()
     version = skl_ortgrad.__version__
@@ -504,7 +504,7 @@ def test_pickle_of_another_version_warns_and_works(monkeypatch):
     monkeypatch.setattr(_version, "__version__", "0.0.1")
     data = pickle.dumps(model)
     monkeypatch.undo()
-    with pytest.warns(optimizers_partial.PickleVersionWarning,
+    with pytest.warns(trainer.PickleVersionWarning,
                       match=r"pickled by skl_ortgrad 0\.0\.1 and is loaded by skl_ortgrad"):
         loaded = pickle.loads(data)
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))

@@ -11,7 +11,7 @@ from sklearn.datasets import load_iris
 from skl_ortgrad import LearningRateSGD, OnnxSGDClassifier, OnnxSGDRegressor
 from skl_ortgrad.runtime.devices import log_severity
 from skl_ortgrad.training import progress
-from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
+from skl_ortgrad.training.trainer import Trainer
 
 X, Y = load_iris(return_X_y=True)
 X = (X - X.mean(axis=0)) / X.std(axis=0)
@@ -137,7 +137,7 @@ def test_summary_of_a_divergence(caplog, monkeypatch):
 
 
 def test_summary_of_an_interruption(caplog, monkeypatch):
-    epoch = OrtGradientForwardBackwardOptimizer._epoch
+    epoch = Trainer._epoch
     calls = []
 
     def interrupted(self, *args):
@@ -146,7 +146,7 @@ def test_summary_of_an_interruption(caplog, monkeypatch):
             raise KeyboardInterrupt
         return epoch(self, *args)
 
-    monkeypatch.setattr(OrtGradientForwardBackwardOptimizer, "_epoch", interrupted)
+    monkeypatch.setattr(Trainer, "_epoch", interrupted)
     model = OnnxSGDClassifier(max_iter=10, random_state=0)
     with caplog.at_level(logging.INFO, logger="skl_ortgrad"), pytest.raises(KeyboardInterrupt):
         model.fit(X, Y)

@@ -36,8 +36,8 @@ from skl_ortgrad.graph.model import initializers_to_inputs
 from skl_ortgrad.runtime.devices import device_providers, log_severity, parse_device
 from skl_ortgrad.runtime.options import session_options
 from skl_ortgrad.runtime.sessions import cached_session
-from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
 from skl_ortgrad.training.snapshot import OptimizerSnapshot
+from skl_ortgrad.training.trainer import Trainer
 
 _SPARSE_CHUNK = 4096  # rows densified at once when predicting on a sparse matrix
 
@@ -430,7 +430,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
             batch_size = self._resolved_batch_size(X.shape[0])
             mean_weight = 1.0 if sample_weight is None else float(np.mean(sample_weight))
             rate, loss, penalty = self._training_objects(batch_size, mean_weight)
-            optimizer.set_params(
+            optimizer.configure(
                 learning_rate=rate,
                 learning_loss=loss,
                 learning_penalty=penalty,
@@ -531,14 +531,15 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         return float(r2_score(y, prediction, sample_weight=sample_weight))
 
     def _build_optimizer(self, n_features: int, init: dict[str, Any]) -> None:
-        """A new ``optimizer_`` for ``n_features`` columns; :meth:`_train` gives it the
-        training objects of every call (``set_params``)."""
+        """A new ``optimizer_`` (the plain :class:`~skl_ortgrad.training.trainer.Trainer`)
+        for ``n_features`` columns; :meth:`_train` gives it the training objects of every
+        call (:meth:`~skl_ortgrad.training.trainer.Trainer.configure`)."""
         template, train_model = self._trained_template(n_features, self._dtype())
         if any(value is not None for value in init.values()):
             self._initialize(template, init)
             train_model = select_model_output(template.model, template.score)
         self._template_ = template
-        self.optimizer_ = OrtGradientForwardBackwardOptimizer(
+        self.optimizer_ = Trainer(
             train_model,
             weights_to_train=template.weights,
             device=self.device,

@@ -43,7 +43,7 @@ from skl_ortgrad.estimators.sgd import OnnxSGDClassifier, OnnxSGDRegressor
 from skl_ortgrad.estimators.state_codec import StateDecoder, StateEncoder
 from skl_ortgrad.graph.cut import select_model_output
 from skl_ortgrad.graph.external import check_external_data
-from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
+from skl_ortgrad.training.trainer import Trainer
 
 #: Version of the file format; :func:`load` reads this one only.
 FORMAT = 1
@@ -231,7 +231,7 @@ def _decode_estimator(
     state = decoder.decode(entry["optimizer"], "optimizer")
     _check_names(state, "optimizer", forbidden=_NOT_STORED)
     state["model_onnx"] = select_model_output(template.model, template.score)
-    optimizer = OrtGradientForwardBackwardOptimizer.__new__(OrtGradientForwardBackwardOptimizer)
+    optimizer = Trainer.__new__(Trainer)
     optimizer.__setstate__(state)
     _check_training_state(optimizer, template, np.dtype(entry["dtype"]))
     estimator._template_ = template
@@ -288,7 +288,7 @@ def _template(
 
 
 def _check_training_state(
-    optimizer: OrtGradientForwardBackwardOptimizer, template: Template, dtype: np.dtype
+    optimizer: Trainer, template: Template, dtype: np.dtype
 ) -> None:
     """The trained weights fit the graph, the learning rate's state fits the weights."""
     if optimizer.weights_to_train_ != template.weights:

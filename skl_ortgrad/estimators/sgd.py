@@ -268,7 +268,7 @@ class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
         As in scikit-learn.
     backend_ : str
         The gradient backend used ('auto' resolved).
-    optimizer_ : OrtGradientForwardBackwardOptimizer
+    optimizer_ : skl_ortgrad.training.trainer.Trainer
         The training loop and its state.
     """
     )

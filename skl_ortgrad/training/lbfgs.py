@@ -24,11 +24,11 @@ from sklearn.utils.optimize import _check_optimize_result
 
 from skl_ortgrad.runtime.batches import MiniBatchLoader
 from skl_ortgrad.runtime.devices import ort_device
-from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
+from skl_ortgrad.training.trainer import Trainer
 
 
 def fit_lbfgs(
-    optimizer: OrtGradientForwardBackwardOptimizer,
+    optimizer: Trainer,
     data: tuple[list[Any], bool],
     max_iter: int,
     max_fun: int,
@@ -38,7 +38,7 @@ def fit_lbfgs(
 
     Parameters
     ----------
-    optimizer : OrtGradientForwardBackwardOptimizer
+    optimizer : Trainer
         Its loss, penalty, weights and engine; ``train_losses_`` receives the objective
         after every iteration, ``weights_`` the solution.
     data : tuple

@@ -5,7 +5,7 @@ One onnxruntime ``run`` costs a fixed 5-9 µs on this machine kind, and every no
 microsecond of arithmetic, so one call per mini-batch cannot beat scikit-learn's
 per-sample loop (0.2-0.5 µs per row of 100 features). A *program* is one ``Scan`` node
 running :math:`k` steps per call, the weights flowing from one step to the next inside
-the graph; in the optimizer's order (``OrtGradientForwardBackwardOptimizer._epoch``), the
+the graph; in the optimizer's order (``Trainer._epoch``), the
 penalty's proximal step on the weights the gradient was computed at, then the gradient
 step:
 

@@ -1,7 +1,7 @@
 """Everything one training call may change in an optimizer, to put back when it fails.
 
 The optimizer restores the start of an epoch by itself on divergence and on an update
-torn by an exception (:meth:`OrtGradientForwardBackwardOptimizer.set_checkpoint`). A
+torn by an exception (:meth:`~skl_ortgrad.training.trainer.Trainer.set_checkpoint`). A
 caller that wants a whole call to be one transaction (the estimators: a failed call
 leaves them exactly as they were) needs more: the epochs completed before the failure,
 the loss curves, the parameters the call set, and the shuffling generator, whose
@@ -18,7 +18,7 @@ class OptimizerSnapshot:
 
     Parameters
     ----------
-    optimizer : OrtGradientForwardBackwardOptimizer
+    optimizer : Trainer
         A fitted optimizer (it has ``weights_``).
 
     Notes

@@ -34,9 +34,10 @@ from skl_ortgrad import (
 )
 from skl_ortgrad.runtime.program_run import ProgramRun
 from skl_ortgrad.runtime.step import OrtGradientStep
-from skl_ortgrad.training import optimizers_partial
+from skl_ortgrad.training import trainer
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
 from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
+from skl_ortgrad.training.trainer import Trainer
 
 #: 1000 rows at batch 32: 31 full batches (chunks of 8, 8, 8, 7) and one of 8 rows.
 N_ROWS, N_FEATURES, STEPS = 1000, 6, 8
@@ -59,16 +60,16 @@ ESTIMATORS = {"regression": OnnxSGDRegressor, "binary": OnnxSGDClassifier,
 def fresh_programs():
     """Every test builds its programs, and leaves none built under its patches (they are
     shared process-wide otherwise)."""
-    optimizers_partial.PROGRAMS.clear()
+    trainer.PROGRAMS.clear()
     yield
-    optimizers_partial.PROGRAMS.clear()
+    trainer.PROGRAMS.clear()
 
 
 @pytest.fixture
 def chunks(monkeypatch):
     """Programs of ``STEPS`` batches (several chunks per epoch, a shorter last one), and
     the list of their calls."""
-    monkeypatch.setattr(optimizers_partial, "_PROGRAM_STEPS", STEPS)
+    monkeypatch.setattr(trainer, "_PROGRAM_STEPS", STEPS)
     calls = []
     original = ProgramRun.run
 
@@ -83,7 +84,7 @@ def chunks(monkeypatch):
 def _per_batch(monkeypatch, call):
     """``call()`` with the program off."""
     with monkeypatch.context() as patch:
-        patch.setattr(optimizers_partial, "_PROGRAM_STEPS", 1)
+        patch.setattr(trainer, "_PROGRAM_STEPS", 1)
         return call()
 
 
@@ -110,7 +111,7 @@ def _assert_same(got, expected, rtol=0.0):
 
 def _generic_only(monkeypatch):
     """The generic program wherever the linear one would run."""
-    monkeypatch.setattr(OrtGradientForwardBackwardOptimizer, "_lean_loss",
+    monkeypatch.setattr(Trainer, "_lean_loss",
                         lambda self, *args: None)
 
 
@@ -124,13 +125,13 @@ def generic(monkeypatch):
 def programs(monkeypatch):
     """The loss kind of every program built (None: generic)."""
     kinds = []
-    original = OrtGradientForwardBackwardOptimizer._lean_loss
+    original = Trainer._lean_loss
 
     def lean_loss(self, *args):
         kinds.append(original(self, *args))
         return kinds[-1]
 
-    monkeypatch.setattr(OrtGradientForwardBackwardOptimizer, "_lean_loss", lean_loss)
+    monkeypatch.setattr(Trainer, "_lean_loss", lean_loss)
     return kinds
 
 
@@ -312,8 +313,8 @@ def test_short_epochs_run_per_batch(monkeypatch, chunks, lean):
     (generic program) full batches the program saves less than it costs."""
     if not lean:
         _generic_only(monkeypatch)
-    rows = 32 * (optimizers_partial._LINEAR_MIN_BATCHES if lean
-                 else optimizers_partial._PROGRAM_MIN_BATCHES)
+    rows = 32 * (trainer._LINEAR_MIN_BATCHES if lean
+                 else trainer._PROGRAM_MIN_BATCHES)
     model = OnnxSGDRegressor(random_state=0).partial_fit(X[:rows - 1], Y["regression"][:rows - 1])
     assert not chunks
     model.partial_fit(X[:rows], Y["regression"][:rows])
@@ -421,7 +422,7 @@ def test_stateful_rules_of_large_models_run_per_batch(chunks):
 
     model = mlp()
     assert sum(w.size for w in model.optimizer_.weights_) > (
-        optimizers_partial._PROGRAM_MAX_STATE)
+        trainer._PROGRAM_MAX_STATE)
     mlp(solver="sgd")
     assert not chunks
     mlp(solver="sgd", momentum=0.0)
@@ -460,13 +461,13 @@ def test_adam_divergence_in_a_chunk_keeps_the_state_of_the_last_finite_epoch(
 def builds(monkeypatch):
     """The arguments of every program built."""
     calls = []
-    original = OrtGradientForwardBackwardOptimizer._build_program
+    original = Trainer._build_program
 
     def build(self, *args):
         calls.append(args)
         return original(self, *args)
 
-    monkeypatch.setattr(OrtGradientForwardBackwardOptimizer, "_build_program", build)
+    monkeypatch.setattr(Trainer, "_build_program", build)
     return calls
 
 
