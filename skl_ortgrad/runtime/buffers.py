@@ -10,6 +10,8 @@ stays an ordinary C-contiguous array that onnxruntime can borrow.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -18,9 +20,10 @@ from numpy.lib.stride_tricks import as_strided
 
 def packed_zeros(shapes: Sequence[tuple[int, ...]], dtype: np.dtype | type) -> list[np.ndarray]:
     """Zero arrays of ``shapes``, consecutive views of one buffer."""
-    sizes = [int(np.prod(shape, dtype=np.int64)) for shape in shapes]
+    # Python integers: numpy's prod and cumsum cost more than the rest on small models.
+    sizes = [math.prod(shape) for shape in shapes]
     buffer = np.zeros(sum(sizes), dtype=dtype)
-    ends = np.cumsum(sizes)
+    ends = itertools.accumulate(sizes)
     return [buffer[end - size:end].reshape(shape)
             for size, end, shape in zip(sizes, ends, shapes, strict=True)]
 
