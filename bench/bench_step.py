@@ -55,12 +55,12 @@ def step_table(n_rounds: int) -> Table:
     n = X.shape[0]
     est = _estimator(X, y, 1)
     opt = est.optimizer_
-    opt.set_params(warm_start=True, tol=None)
+    opt.configure(warm_start=True, tol=None)
     torch = torch_or_none()
 
     def opt_fit(epochs: int) -> Callable[[], Any]:
         def run() -> None:
-            opt.set_params(max_iter=epochs)
+            opt.configure(max_iter=epochs)
             opt.fit(X, y.reshape((-1, 1)))
         return run
 

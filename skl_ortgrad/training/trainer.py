@@ -38,9 +38,9 @@ Failures lose nothing. A non-finite batch loss (or non-finite weights at the end
 epoch) stops training at once and restores the state of the start of the epoch (weights,
 rate state, ``t_``), then raises :class:`~skl_ortgrad.ConvergenceError`. Ctrl-C is held
 until the batch (or the chunk of batches of one call) being computed is complete (see
-:class:`_DeferredInterrupt`): the weights are those of the last completed batch, ``t_``
-counts the samples it consumed and ``epochs_completed_``/``n_iter_`` the complete
-epochs. Any other exception raised
+:class:`~skl_ortgrad.training.interrupt.DeferredInterrupt`): the weights are those of the
+last completed batch, ``t_`` counts the samples it consumed and
+``epochs_completed_``/``n_iter_`` the complete epochs. Any other exception raised
 while the weights are being updated (a failing learning-rate object...) restores the
 start of the epoch, since the update may be half done.
 """
@@ -49,8 +49,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import signal
-import threading
 import warnings
 from typing import Any
 
@@ -81,6 +79,7 @@ from skl_ortgrad.runtime.options import session_options, unoptimized_session_opt
 from skl_ortgrad.runtime.program_run import LinearProgramRun, ProgramRun
 from skl_ortgrad.runtime.sessions import cached_session
 from skl_ortgrad.runtime.step import OrtGradientStep
+from skl_ortgrad.training.interrupt import DeferredInterrupt
 from skl_ortgrad.training.program import (
     LinearProgram,
     StepProgram,
@@ -207,48 +206,6 @@ _PROGRAM_PIECES = {
 #: structure (weights by shape only), loss, update rule and configuration: a grid search
 #: of small MLP fits built one per fit (1.7 ms of a 12 ms digits fit).
 PROGRAMS: BoundedCache[tuple[Any, InferenceSession] | None] = BoundedCache(64)
-
-
-class _DeferredInterrupt:
-    """Hold Ctrl-C (SIGINT) until the mini-batch being computed is complete.
-
-    A KeyboardInterrupt raised by Python's default handler lands between any two
-    bytecodes, possibly between the updates of two weights, or of a weight and its
-    momentum. Snapshotting the weights before every update would make any interruption
-    recoverable, but costs a copy of every weight and every state per batch (measured:
-    2 µs per array, 4-5% of a linear model's step, 10-20% of an MLP's with momentum).
-    Deferring the signal costs one attribute check per batch: the handler only records
-    the interrupt and the loop raises KeyboardInterrupt at the next batch boundary. A
-    second Ctrl-C raises at once (an escape from a batch that never ends); an update it
-    tears is rolled back to the start of the epoch. The handler is installed only in
-    the main thread and only over Python's default handler: a handler of the user's
-    stays in charge.
-    """
-
-    def __init__(self) -> None:
-        self.pending = False
-        self._previous: Any = None
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        if self.pending:
-            raise KeyboardInterrupt
-        self.pending = True
-
-    def __enter__(self) -> _DeferredInterrupt:
-        if (
-            threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
-        ):
-            self._previous = signal.signal(signal.SIGINT, self._handler)
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
-        if self.pending and exc_type is None:
-            # Training ended (last batch, early stop) while Ctrl-C was held: honour it.
-            raise KeyboardInterrupt
 
 
 class Trainer:
@@ -733,7 +690,7 @@ class Trainer:
         # Any other exception (a failing learning-rate object...) keeps this reason.
         reason = "stopped by an exception"
         try:
-            with _DeferredInterrupt() as interrupt:
+            with DeferredInterrupt() as interrupt:
                 for epoch in range(epochs):
                     snapshot = self.get_checkpoint()
                     try:
@@ -829,7 +786,7 @@ class Trainer:
         self,
         weighted: bool,
         loader: MiniBatchLoader,
-        interrupt: _DeferredInterrupt,
+        interrupt: DeferredInterrupt,
         program: ProgramRun | None,
     ) -> float:
         """One pass over ``loader`` (with sample weights or not); return the mean
