@@ -25,10 +25,11 @@ from sklearn.metrics import accuracy_score, r2_score
 from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from skl_ortgrad._cache import BoundedCache
 from skl_ortgrad.estimators.dtype_range import check_dtype_range
+from skl_ortgrad.estimators.finite_input import validate_finite_data
 from skl_ortgrad.exceptions import ConvergenceError
 from skl_ortgrad.gradient.backend import BACKEND_NAMES, resolve_backend
 from skl_ortgrad.graph.cut import select_model_output
@@ -384,7 +385,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         snapshot = OptimizerSnapshot(self.optimizer_) if "optimizer_" in saved else None
         try:
             # float64 first, as scikit-learn: integer data gives float64 fitted weights.
-            X, y = validate_data(
+            X, y = validate_finite_data(
                 self, X, y, reset=restart, accept_sparse="csr", dtype=[np.float64, np.float32],
                 y_numeric=False, multi_output=self._multi_output, ensure_min_samples=1,
             )
@@ -594,7 +595,7 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
     def _run(self, X: Any) -> dict[str, np.ndarray]:
         """Validate ``X`` and run the trained graph on it; return outputs by name."""
         check_is_fitted(self, "optimizer_")
-        X = validate_data(
+        X = validate_finite_data(
             self, X, reset=False, accept_sparse="csr", dtype=[np.float32, np.float64]
         )
         optimizer = self.optimizer_

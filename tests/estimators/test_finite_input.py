@@ -1,0 +1,85 @@
+"""validate_finite_data: scikit-learn's validate_data, its results and its errors, with
+the finiteness of a dense X checked by row sums."""
+
+import re
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.linear_model import SGDRegressor
+from sklearn.utils.validation import validate_data
+
+from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
+from skl_ortgrad.estimators import finite_input
+from skl_ortgrad.estimators.finite_input import validate_finite_data
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((40, 5)).astype(np.float32)
+Y = RNG.standard_normal(40)
+
+
+def _error(call):
+    with pytest.raises(ValueError) as info:
+        call()
+    return str(info.value)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_same_result_as_validate_data(dtype):
+    data = (X * 10).astype(dtype)
+    got_X, got_y = validate_finite_data(SGDRegressor(), data, Y, dtype=[np.float64, np.float32])
+    want_X, want_y = validate_data(SGDRegressor(), data, Y, dtype=[np.float64, np.float32])
+    np.testing.assert_array_equal(got_X, want_X)
+    assert got_X.dtype == want_X.dtype and np.array_equal(got_y, want_y)
+    alone = validate_finite_data(SGDRegressor(), data, dtype=[np.float64, np.float32])
+    np.testing.assert_array_equal(alone, want_X)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("dense", [True, False])
+def test_same_error_as_validate_data(value, dense):
+    data = X.astype(np.float64)
+    data[7, 3] = value
+    data = data if dense else sp.csr_matrix(data)
+    want = _error(lambda: validate_data(SGDRegressor(), data, Y, accept_sparse="csr"))
+    got = _error(lambda: validate_finite_data(SGDRegressor(), data, Y, accept_sparse="csr"))
+    assert got == want
+    assert re.search("Input X contains (NaN|infinity)", got)
+
+
+def test_a_non_finite_y_is_still_refused():
+    y = Y.copy()
+    y[0] = np.nan
+    want = _error(lambda: validate_data(SGDRegressor(), X, y))
+    assert _error(lambda: validate_finite_data(SGDRegressor(), X, y)) == want
+    assert "Input y contains NaN" in want
+
+
+def test_finite_values_whose_row_sum_overflows_pass():
+    big = np.full((3, 4), np.finfo(np.float32).max, dtype=np.float32)
+    assert not finite_input._row_sums_finite(big)
+    np.testing.assert_array_equal(validate_finite_data(SGDRegressor(), big, dtype=None), big)
+
+
+def test_row_sums_find_every_non_finite_value():
+    data = RNG.standard_normal((30, 6))
+    assert finite_input._row_sums_finite(data)
+    for row, column in [(0, 0), (29, 5), (12, 3)]:
+        for value in (np.nan, np.inf, -np.inf):
+            bad = data.copy()
+            bad[row, column] = value
+            assert not finite_input._row_sums_finite(bad)
+
+
+@pytest.mark.parametrize("cls", [OnnxSGDRegressor, OnnxSGDClassifier])
+def test_estimators_refuse_non_finite_input_in_scikit_learn_words(cls):
+    y = (Y > 0).astype(int)
+    model = cls(max_iter=2, tol=None, random_state=0).fit(X, y)
+    bad = X.copy()
+    bad[3, 1] = np.nan
+    message = _error(lambda: cls(max_iter=2).fit(bad, y))
+    assert message.startswith("Input X contains NaN.")
+    assert cls.__name__ in message
+    assert _error(lambda: model.predict(bad)).startswith("Input X contains NaN.")
+    bad[3, 1] = np.inf
+    assert _error(lambda: model.partial_fit(bad, y)).startswith("Input X contains infinity")
