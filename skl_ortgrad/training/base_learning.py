@@ -24,6 +24,8 @@ from typing import Any, ClassVar
 import onnx
 from sklearn.base import BaseEstimator
 
+from skl_ortgrad._params import param_names
+
 __all__ = ["BaseLearningObject"]
 
 # A recipe to build an object: the class and the keyword arguments of its constructor.
@@ -76,6 +78,11 @@ class BaseLearningObject(BaseEstimator, metaclass=ABCMeta):
     _aliases: ClassVar[dict[str, _Recipe]] = {}
     _default: ClassVar[_Recipe | None] = None
     _float: ClassVar[tuple[type, str, dict[str, Any]] | None] = None
+
+    @classmethod
+    def _get_param_names(cls) -> list[str]:
+        # scikit-learn's, memoized (clone and nested set_params call it for every object).
+        return param_names(cls)
 
     def __init_subclass__(cls, family: str | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

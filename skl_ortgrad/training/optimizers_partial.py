@@ -13,7 +13,8 @@ from typing import Any
 
 from sklearn.base import BaseEstimator
 
-from skl_ortgrad.training.trainer import Trainer, _param_names
+from skl_ortgrad._params import param_names
+from skl_ortgrad.training.trainer import Trainer
 
 __all__ = ["OrtGradientForwardBackwardOptimizer"]
 
@@ -29,8 +30,13 @@ class OrtGradientForwardBackwardOptimizer(Trainer, BaseEstimator):
     training batch; nested ``object__param`` keys go through scikit-learn.
     """
 
+    @classmethod
+    def _get_param_names(cls) -> list[str]:
+        # scikit-learn's, memoized: get_params and clone read the signature otherwise.
+        return param_names(cls)
+
     def set_params(self, **params: Any) -> OrtGradientForwardBackwardOptimizer:
         """Set parameters (scikit-learn's ``set_params``, with a fast path)."""
-        if set(params) <= set(_param_names(type(self))):
+        if set(params) <= set(param_names(type(self))):
             return self.configure(**params)
         return super().set_params(**params)

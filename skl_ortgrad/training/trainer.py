@@ -47,7 +47,6 @@ start of the epoch, since the update may be half done.
 
 from __future__ import annotations
 
-import inspect
 import math
 import warnings
 from typing import Any
@@ -62,6 +61,7 @@ from sklearn.utils import check_random_state
 
 from skl_ortgrad import _version
 from skl_ortgrad._cache import BoundedCache
+from skl_ortgrad._params import param_names
 from skl_ortgrad.exceptions import ConvergenceError, PickleVersionWarning
 from skl_ortgrad.gradient.backend import resolve_backend
 from skl_ortgrad.gradient.forward_backward import OrtGradientForwardBackward
@@ -146,21 +146,6 @@ def _fmt(loss: float | None) -> str:
 def _batch_mean(loss: float, total: float) -> float:
     """A batch's mean loss from its weighted sum (0 for a batch weighing nothing)."""
     return loss / total if total else 0.0
-
-
-_PARAM_NAMES: dict[type, list[str]] = {}
-
-
-def _param_names(cls: type) -> list[str]:
-    """The parameters of ``cls.__init__`` (scikit-learn's ``_get_param_names``), sorted
-    and memoized: ``inspect.signature`` costs 0.1 ms, and the loss's key
-    (:meth:`Trainer._loss_key`), :meth:`Trainer.configure` and the seed wrapper's
-    ``set_params`` read them at every call, half the cost of a call on a small batch."""
-    if cls not in _PARAM_NAMES:
-        _PARAM_NAMES[cls] = sorted(
-            name for name, p in inspect.signature(cls.__init__).parameters.items()
-            if name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
-    return _PARAM_NAMES[cls]
 
 
 #: Mini-batches per onnxruntime call of the training program (see :meth:`_program`);
@@ -386,10 +371,10 @@ class Trainer:
         TypeError
             For a name that is not a parameter of the constructor.
         """
-        unknown = sorted(set(settings) - set(_param_names(Trainer)))
+        unknown = sorted(set(settings) - set(param_names(Trainer)))
         if unknown:
             raise TypeError(f"Trainer.configure() got unknown settings {unknown}; the "
-                            f"settings are {_param_names(Trainer)}.")
+                            f"settings are {param_names(Trainer)}.")
         self.__dict__.update(settings)
         return self
 
@@ -469,7 +454,7 @@ class Trainer:
         loss = self.learning_loss_
         return (
             weighted, resolve_backend(self.backend), type(loss).__name__,
-            tuple((name, getattr(loss, name)) for name in _param_names(type(loss))),
+            tuple((name, getattr(loss, name)) for name in param_names(type(loss))),
         )
 
     def _training_model(self, weighted: bool, per_row: bool = False) -> onnx.ModelProto:
