@@ -1,4 +1,5 @@
-"""Constructor parameter names, memoized per class."""
+"""Constructor parameter names, memoized per class, and the mixin that gives them to
+scikit-learn's ``get_params``."""
 
 from __future__ import annotations
 
@@ -20,3 +21,13 @@ def param_names(cls: type) -> list[str]:
         names = _NAMES[cls] = BaseEstimator._get_param_names.__func__(cls)
     # A copy: callers may change the list they get, as they may scikit-learn's.
     return list(names)
+
+
+class MemoizedParamNames:
+    """Mixin before :class:`sklearn.base.BaseEstimator` in the bases: its
+    ``_get_param_names`` is :func:`param_names`, so ``get_params``, ``set_params``,
+    ``clone`` and the parameter validation stop reading the signature at every call."""
+
+    @classmethod
+    def _get_param_names(cls) -> list[str]:
+        return param_names(cls)

@@ -28,7 +28,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from skl_ortgrad._cache import BoundedCache
-from skl_ortgrad._params import param_names
+from skl_ortgrad._params import MemoizedParamNames
 from skl_ortgrad.estimators.dtype_range import check_dtype_range
 from skl_ortgrad.estimators.finite_input import validate_finite_data
 from skl_ortgrad.exceptions import ConvergenceError
@@ -189,7 +189,7 @@ def _copied(model: onnx.ModelProto) -> onnx.ModelProto:
 TEMPLATES: BoundedCache[tuple[Template, onnx.ModelProto]] = BoundedCache(64)
 
 
-class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
+class BaseOnnxEstimator(MemoizedParamNames, BaseEstimator, metaclass=ABCMeta):
     """Base of the estimators trained through onnxruntime.
 
     Every estimator takes its scikit-learn counterpart's parameters (a family turns them
@@ -214,12 +214,6 @@ class BaseOnnxEstimator(BaseEstimator, metaclass=ABCMeta):
         "dtype": "no_validation",
         "backend": [StrOptions(set(BACKEND_NAMES))],
     }
-
-    @classmethod
-    def _get_param_names(cls) -> list[str]:
-        # scikit-learn's, memoized: get_params (parameter validation at every fit and
-        # partial_fit, clone) read the signature at every call.
-        return param_names(cls)
 
     # -- what subclasses define -------------------------------------------------------
 

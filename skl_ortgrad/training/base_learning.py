@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import onnx
 from sklearn.base import BaseEstimator
 
-from skl_ortgrad._params import param_names
+from skl_ortgrad._params import MemoizedParamNames
 
 __all__ = ["BaseLearningObject"]
 
@@ -48,7 +48,7 @@ def _validated(init: Callable[..., None]) -> Callable[..., None]:
     return checked
 
 
-class BaseLearningObject(BaseEstimator, metaclass=ABCMeta):
+class BaseLearningObject(MemoizedParamNames, BaseEstimator, metaclass=ABCMeta):
     """Base class of learning rates, losses and penalties.
 
     Subclasses follow the scikit-learn convention: ``__init__`` stores its arguments as
@@ -78,11 +78,6 @@ class BaseLearningObject(BaseEstimator, metaclass=ABCMeta):
     _aliases: ClassVar[dict[str, _Recipe]] = {}
     _default: ClassVar[_Recipe | None] = None
     _float: ClassVar[tuple[type, str, dict[str, Any]] | None] = None
-
-    @classmethod
-    def _get_param_names(cls) -> list[str]:
-        # scikit-learn's, memoized (clone and nested set_params call it for every object).
-        return param_names(cls)
 
     def __init_subclass__(cls, family: str | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -13,13 +13,13 @@ from typing import Any
 
 from sklearn.base import BaseEstimator
 
-from skl_ortgrad._params import param_names
+from skl_ortgrad._params import MemoizedParamNames, param_names
 from skl_ortgrad.training.trainer import Trainer
 
 __all__ = ["OrtGradientForwardBackwardOptimizer"]
 
 
-class OrtGradientForwardBackwardOptimizer(Trainer, BaseEstimator):
+class OrtGradientForwardBackwardOptimizer(Trainer, MemoizedParamNames, BaseEstimator):
     """Train the weights of an ONNX model with mini-batch gradient descent: the seed
     API's estimator over :class:`~skl_ortgrad.training.trainer.Trainer`, whose parameters,
     attributes and methods (``fit``, ``partial_fit``, ``get_state``, ``set_state``,
@@ -29,11 +29,6 @@ class OrtGradientForwardBackwardOptimizer(Trainer, BaseEstimator):
     ``get_params(deep=True)`` of every nested object that costs more than a small
     training batch; nested ``object__param`` keys go through scikit-learn.
     """
-
-    @classmethod
-    def _get_param_names(cls) -> list[str]:
-        # scikit-learn's, memoized: get_params and clone read the signature otherwise.
-        return param_names(cls)
 
     def set_params(self, **params: Any) -> OrtGradientForwardBackwardOptimizer:
         """Set parameters (scikit-learn's ``set_params``, with a fast path)."""
