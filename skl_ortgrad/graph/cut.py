@@ -5,15 +5,14 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 import onnx
-from onnx import ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
+from onnx import ModelProto, NodeProto, ValueInfoProto, helper
 
 from skl_ortgrad._cache import BoundedCache
+from skl_ortgrad.graph.dtypes import FLOAT_TYPES
 from skl_ortgrad.graph.model import rebuild_model, subgraph_inputs
 
 #: Types onnx shape inference gave to results, by graph (weights by type and shape only).
 INFERRED: BoundedCache[ValueInfoProto | None] = BoundedCache(64)
-_FLOATS = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16,
-                     TensorProto.BFLOAT16})
 
 
 def select_model_output(onx: ModelProto, output_name: str) -> ModelProto:
@@ -89,7 +88,7 @@ def _structure(onx: ModelProto, output_name: str) -> Hashable:
         output_name,
         tuple(node.SerializeToString(deterministic=True) for node in graph.node),
         tuple(i.SerializeToString(deterministic=True) for i in graph.input),
-        tuple((i.name, i.data_type, tuple(i.dims)) if i.data_type in _FLOATS
+        tuple((i.name, i.data_type, tuple(i.dims)) if i.data_type in FLOAT_TYPES
               else i.SerializeToString(deterministic=True) for i in graph.initializer),
         tuple((o.domain, o.version) for o in onx.opset_import),
     )
