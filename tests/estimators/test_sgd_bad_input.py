@@ -156,3 +156,27 @@ def test_sparse_predict_matches_dense_across_chunks(data, monkeypatch):
     np.testing.assert_allclose(
         model.predict_proba(sp.csr_matrix(X)), model.predict_proba(X), rtol=1e-6)
     np.testing.assert_array_equal(model.predict(sp.csr_matrix(X)), model.predict(X))
+
+
+@pytest.mark.parametrize("labels", [
+    np.array([0, 1]), np.array([-1.0, 2.0]), np.array([False, True]),
+    np.array([3, 7], dtype=np.uint8),
+])
+def test_two_numeric_classes_index_as_a_binary_search(data, labels):
+    """Two numeric classes take their comparison path: the same positions as the binary
+    search of every other case, the same training, and the same error for a label
+    out of the classes, or NaN (which no comparison matches)."""
+    X, y = data
+    two = labels[(y > 0).astype(int)]
+    model = OnnxSGDClassifier(max_iter=2, tol=None, random_state=0).fit(X, two)
+    index = model._class_index(two)
+    assert index.dtype == np.intp
+    np.testing.assert_array_equal(index, np.searchsorted(model.classes_, two))
+    as_floats = two.astype(np.float64)
+    np.testing.assert_array_equal(model._class_index(as_floats), index)
+    as_floats[:2] = [4.0, 9.0]
+    with pytest.raises(ValueError, match=r"Labels \[4.0, 9.0\] are not in classes_"):
+        model._class_index(as_floats)
+    as_floats[0] = np.nan
+    with pytest.raises(ValueError, match="Input y contains NaN"):
+        model._class_index(as_floats)
