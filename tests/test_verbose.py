@@ -114,6 +114,22 @@ def test_partial_fit_draws_no_bar_and_writes_a_line_per_call(capsys, caplog, bar
     assert capsys.readouterr().err.splitlines() == lines
 
 
+def test_silent_calls_format_no_epoch(monkeypatch, caplog):
+    """verbose=0 with the package logger off at INFO: no epoch is formatted or
+    reported; verbose=1, or the logger on, reports every epoch."""
+    reported = []
+    monkeypatch.setattr(progress.TrainingProgress, "epoch",
+                        lambda self, number, shown: reported.append(number))
+    assert progress.TrainingProgress(0, 3, False, 1, 10).silent
+    assert not progress.TrainingProgress(1, 3, False, 1, 10).silent
+    OnnxSGDClassifier(max_iter=3, tol=None, random_state=0).fit(X, Y)
+    assert reported == []
+    with caplog.at_level(logging.INFO, logger="skl_ortgrad"):
+        assert not progress.TrainingProgress(0, 3, False, 1, 10).silent
+        OnnxSGDClassifier(max_iter=3, tol=None, random_state=0).fit(X, Y)
+    assert reported == [1, 2, 3]
+
+
 def test_epochs_and_summary_are_logged_on_the_package_logger(caplog):
     with caplog.at_level(logging.INFO, logger="skl_ortgrad"):
         model = OnnxSGDClassifier(max_iter=2, tol=None, random_state=0).fit(X, Y)

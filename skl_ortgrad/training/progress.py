@@ -96,6 +96,12 @@ class TrainingProgress:
         Number of the call's first epoch, counted since training started.
     n_rows : int
         Rows of the training data.
+
+    Attributes
+    ----------
+    silent : bool
+        ``verbose`` 0 and the package's logger off at INFO: nothing the call reports is
+        seen, so callers may skip formatting the epochs' values.
     """
 
     def __init__(
@@ -106,6 +112,9 @@ class TrainingProgress:
         self.first_epoch = first_epoch
         self.n_rows = n_rows
         self.last: dict[str, str] = {}
+        # Nothing shown and nothing logged: the epochs need no formatted values (a few µs
+        # each, against a small dataset's 40 µs epoch).
+        self.silent = not self.verbose and not logger.isEnabledFor(logging.INFO)
         self.start = time.perf_counter()
         # Created only when drawn: tqdm costs 0.1 ms even disabled, a tenth of a
         # partial_fit call on a small batch.

@@ -70,6 +70,7 @@ def chunks(monkeypatch):
     """Programs of ``STEPS`` batches (several chunks per epoch, a shorter last one), and
     the list of their calls."""
     monkeypatch.setattr(trainer, "_PROGRAM_STEPS", STEPS)
+    monkeypatch.setattr(trainer, "_LINEAR_STEPS", STEPS)
     calls = []
     original = ProgramRun.run
 
@@ -192,6 +193,34 @@ def test_linear_program_trains_as_per_batch(monkeypatch, chunks, programs, task,
     expected = _per_batch(monkeypatch, lambda: _fit(task, **params).partial_fit(
         X, Y[task], **classes))
     _assert_same(_state(model), _state(expected), rtol=1e-5)
+
+
+@pytest.mark.parametrize(("rows", "features", "expected"), [
+    (32, 100, 128), (32, 200, 64), (32, 1000, 32), (32, 100_000, 32), (200, 100, 32),
+    (1, 1, 128),
+])
+def test_linear_chunks_read_a_bounded_number_of_values(rows, features, expected):
+    """The defaults: 128 batches per call of the linear program at 100 features, fewer
+    as the rows read per chunk grow (2**19 values), never fewer than the generic
+    program's 32 unless the most allowed is smaller."""
+    assert trainer._linear_steps(rows, features, trainer._LINEAR_STEPS,
+                                 trainer._PROGRAM_STEPS) == expected
+    assert trainer._linear_steps(rows, features, 8, 32) == 8
+    assert trainer._linear_steps(rows, features, 128, 1) == min(
+        128, 2 ** int(np.log2(max(1, 2**19 // (rows * features)))))
+
+
+def test_linear_program_runs_128_batches_per_call_at_defaults(monkeypatch):
+    """At 100 features and batch 32, one call per 128 batches: a 10,000-row epoch
+    (313 batches) is 3 calls."""
+    calls = []
+    original = ProgramRun.run
+    monkeypatch.setattr(ProgramRun, "run", lambda self, chunk: (
+        calls.append(self.chunks[chunk]), original(self, chunk)))
+    rng = np.random.default_rng(0)
+    X_wide = rng.standard_normal((10_000, 100)).astype(np.float32)
+    OnnxSGDRegressor(max_iter=1, tol=None, random_state=0).fit(X_wide, X_wide[:, 0])
+    assert calls == [(0, 128), (128, 128), (256, 57)]
 
 
 @pytest.mark.parametrize("loss", ["squared_error", "log", "hinge"])
