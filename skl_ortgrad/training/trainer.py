@@ -159,12 +159,13 @@ _PROGRAM_STEPS = 32
 #: The linear program's step is a few µs at batch 32, so a chunk of ``_PROGRAM_STEPS``
 #: spends a tenth of its time on the call and the chunk's Python (losses, checks): it
 #: runs up to ``_LINEAR_STEPS`` batches per call, as long as a chunk reads at most
-#: ``_LINEAR_CHUNK_VALUES`` feature values (:func:`_linear_steps`), about 0.6 ms of work
-#: at 100 features. Measured (``partial_fit`` epochs against scikit-learn, side by side,
-#: 32 -> 128 steps): regression 100k x 100 0.397x -> 0.373x, binary hinge 50k x 100
-#: 1.071x -> 1.058x.
-_LINEAR_STEPS = 128
-_LINEAR_CHUNK_VALUES = 2**19
+#: ``_LINEAR_CHUNK_VALUES`` feature values (:func:`_linear_steps`), about 0.35 ms of
+#: work at 100 features. Measured (``partial_fit`` epochs against scikit-learn, side by
+#: side, medians of 21 rounds, twice; steps 32 / 64 / 128): regression 100k x 100
+#: 0.428x / 0.412x / 0.416x and 0.432x / 0.411x / 0.408x, binary hinge 50k x 100
+#: 0.838x / 0.820x / 0.815x and 0.845x / 0.830x / 0.808x: 128 gains nothing more.
+_LINEAR_STEPS = 64
+_LINEAR_CHUNK_VALUES = 2**18
 #: Fewer full batches in an epoch run per batch: writing the epoch's per-step scalars
 #: costs tens of µs, more than the calls a short epoch saves (measured, generic program:
 #: ``partial_fit`` of 200 rows 1.06x slower with the program, 500 rows even, 2000 rows

@@ -196,23 +196,23 @@ def test_linear_program_trains_as_per_batch(monkeypatch, chunks, programs, task,
 
 
 @pytest.mark.parametrize(("rows", "features", "expected"), [
-    (32, 100, 128), (32, 200, 64), (32, 1000, 32), (32, 100_000, 32), (200, 100, 32),
-    (1, 1, 128),
+    (32, 100, 64), (32, 200, 32), (32, 50, 64), (32, 1000, 32), (32, 100_000, 32),
+    (200, 100, 32), (1, 1, 64),
 ])
 def test_linear_chunks_read_a_bounded_number_of_values(rows, features, expected):
-    """The defaults: 128 batches per call of the linear program at 100 features, fewer
-    as the rows read per chunk grow (2**19 values), never fewer than the generic
+    """The defaults: 64 batches per call of the linear program at 100 features, fewer
+    as the rows read per chunk grow (2**18 values), never fewer than the generic
     program's 32 unless the most allowed is smaller."""
     assert trainer._linear_steps(rows, features, trainer._LINEAR_STEPS,
                                  trainer._PROGRAM_STEPS) == expected
     assert trainer._linear_steps(rows, features, 8, 32) == 8
     assert trainer._linear_steps(rows, features, 128, 1) == min(
-        128, 2 ** int(np.log2(max(1, 2**19 // (rows * features)))))
+        128, 2 ** int(np.log2(max(1, 2**18 // (rows * features)))))
 
 
-def test_linear_program_runs_128_batches_per_call_at_defaults(monkeypatch):
-    """At 100 features and batch 32, one call per 128 batches: a 10,000-row epoch
-    (313 batches) is 3 calls."""
+def test_linear_program_runs_64_batches_per_call_at_defaults(monkeypatch):
+    """At 100 features and batch 32, one call per 64 batches: a 10,000-row epoch
+    (313 batches) is 5 calls."""
     calls = []
     original = ProgramRun.run
     monkeypatch.setattr(ProgramRun, "run", lambda self, chunk: (
@@ -220,7 +220,7 @@ def test_linear_program_runs_128_batches_per_call_at_defaults(monkeypatch):
     rng = np.random.default_rng(0)
     X_wide = rng.standard_normal((10_000, 100)).astype(np.float32)
     OnnxSGDRegressor(max_iter=1, tol=None, random_state=0).fit(X_wide, X_wide[:, 0])
-    assert calls == [(0, 128), (128, 128), (256, 57)]
+    assert calls == [(0, 64), (64, 64), (128, 64), (192, 64), (256, 57)]
 
 
 @pytest.mark.parametrize("loss", ["squared_error", "log", "hinge"])
