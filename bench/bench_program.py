@@ -9,7 +9,8 @@ program for the squared error, the binary log and hinge losses, the generic one 
 classes), ours per batch (``_PROGRAM_STEPS = 1``, one onnxruntime call per batch), and
 ours with the generic program where the linear one runs. Then momentum and Adam on a
 linear model and on two MLPs (20k rows, batch 32), their state in the program against
-the per-batch path (what sets ``_PROGRAM_MAX_STATE``). Every timing is interleaved in
+the per-batch path (what sets ``_PROGRAM_MAX_STATE``), and the linear program's batches
+per call (what sets ``_LINEAR_STEPS``). Every timing is interleaved in
 one process (5 rounds after a warm-up round); ratios are taken per round, then their
 median and range are shown.
 
@@ -191,6 +192,57 @@ def rules_table(n_rounds: int, n_rows: int = 20_000) -> Table:
     return table
 
 
+#: Batches per call of the linear program compared by :func:`chunk_table`.
+CHUNK_STEPS = (32, 64, 128)
+
+
+def linear_steps(call: Callable[[], Any], steps: int) -> Callable[[], Any]:
+    """``call`` with the linear program running ``steps`` batches per call (at 100
+    features the chunk's feature-value bound allows up to 128)."""
+    def run() -> Any:
+        most = trainer._LINEAR_STEPS
+        trainer._LINEAR_STEPS = steps
+        try:
+            return call()
+        finally:
+            trainer._LINEAR_STEPS = most
+
+    return run
+
+
+def _chunk_runs(task: str, n_rounds: int) -> dict[str, list[float]]:
+    """Interleaved ``partial_fit`` epochs of ``task``: scikit-learn's, and ours with each
+    of :data:`CHUNK_STEPS` batches per call (one model per setting: a model rebinds its
+    program when the setting changes)."""
+    X, y = task_data(task)
+    make_sklearn, make_ours = TASKS[task]
+    classes = {"classes": np.unique(y)} if "binary" in task else {}
+    theirs = make_sklearn().fit(X, y)
+    candidates: dict[str, Callable[[], Any]] = {
+        "sklearn": lambda: theirs.partial_fit(X, y, **classes)}
+    for steps in CHUNK_STEPS:
+        ours = linear_steps(lambda: make_ours().fit(X, y), steps)()
+        candidates[str(steps)] = linear_steps(
+            lambda model=ours: model.partial_fit(X, y, **classes), steps)
+    return interleaved_runs(candidates, n_rounds=n_rounds, warmup=1)
+
+
+def chunk_table(n_rounds: int) -> Table:
+    """Seconds of one ``partial_fit`` epoch at the defaults (batch 32) with the linear
+    program running 32, 64 or 128 batches per call, against scikit-learn's: what sets
+    ``_LINEAR_STEPS``."""
+    table = Table(
+        f"Linear program, batches per call: one partial_fit epoch, {N_ROWS // 1000}k x "
+        f"{N_FEATURES} float32, defaults (batch 32), against scikit-learn's",
+        ["task", *(f"{steps} per call / sklearn" for steps in CHUNK_STEPS)],
+        notes=[f"{n_rounds} interleaved rounds after 1 warm-up round; the estimators run "
+               f"up to {trainer._LINEAR_STEPS} (`_LINEAR_STEPS`)."])
+    for task in ("regression (squared error)", "binary (hinge)"):
+        runs = _chunk_runs(task, n_rounds)
+        table.add(task, *(ratio_spread(runs, str(steps), "sklearn") for steps in CHUNK_STEPS))
+    return table
+
+
 def forced_program(call: Callable[[], Any]) -> Callable[[], Any]:
     """``call`` with the program for update rules with a state whatever the model's
     size."""
@@ -207,7 +259,8 @@ def forced_program(call: Callable[[], Any]) -> Callable[[], Any]:
 
 def run() -> list[Table]:
     quiet_warnings()
-    return [*(estimator_table(task, rounds(5)) for task in TASKS), rules_table(rounds(5))]
+    return [*(estimator_table(task, rounds(5)) for task in TASKS), rules_table(rounds(5)),
+            chunk_table(rounds(9))]
 
 
 if __name__ == "__main__":

@@ -163,7 +163,9 @@ _PROGRAM_STEPS = 32
 #: work at 100 features. Measured (``partial_fit`` epochs against scikit-learn, side by
 #: side, medians of 21 rounds, twice; steps 32 / 64 / 128): regression 100k x 100
 #: 0.428x / 0.412x / 0.416x and 0.432x / 0.411x / 0.408x, binary hinge 50k x 100
-#: 0.838x / 0.820x / 0.815x and 0.845x / 0.830x / 0.808x: 128 gains nothing more.
+#: 0.838x / 0.820x / 0.815x and 0.845x / 0.830x / 0.808x: 128 gains nothing more
+#: (``bench/bench_program.py``, last table, on its 100k-row tasks: 0.42x / 0.40x / 0.40x
+#: and 0.71x / 0.70x / 0.69x).
 _LINEAR_STEPS = 64
 _LINEAR_CHUNK_VALUES = 2**18
 #: Fewer full batches in an epoch run per batch: writing the epoch's per-step scalars
