@@ -76,18 +76,30 @@ def task_data(task: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return X, (y if task.startswith("regr") else (y > 0).astype(np.int64))
 
 
-def per_batch(call: Callable[[], Any]) -> Callable[[], Any]:
-    """``call`` with the training program off: one onnxruntime call per batch (what
-    the estimators did before it)."""
+def patched(call: Callable[[], Any], name: str, value: Any) -> Callable[[], Any]:
+    """``call`` with the trainer's module setting ``name`` set to ``value`` while it
+    runs."""
     def run() -> Any:
-        steps = trainer._PROGRAM_STEPS
-        trainer._PROGRAM_STEPS = 1
+        saved = getattr(trainer, name)
+        setattr(trainer, name, value)
         try:
             return call()
         finally:
-            trainer._PROGRAM_STEPS = steps
+            setattr(trainer, name, saved)
 
     return run
+
+
+def per_batch(call: Callable[[], Any]) -> Callable[[], Any]:
+    """``call`` with the training program off: one onnxruntime call per batch (what
+    the estimators did before it)."""
+    return patched(call, "_PROGRAM_STEPS", 1)
+
+
+def forced_program(call: Callable[[], Any]) -> Callable[[], Any]:
+    """``call`` with the program for update rules with a state whatever the model's
+    size."""
+    return patched(call, "_PROGRAM_MAX_STATE", 10**9)
 
 
 def generic_only(call: Callable[[], Any]) -> Callable[[], Any]:
@@ -165,14 +177,9 @@ def rules_table(n_rounds: int, n_rows: int = 20_000) -> Table:
     ``_PROGRAM_MAX_STATE``."""
     X, y = task_data("regression")
     X, y = X[:n_rows], y[:n_rows]
-    limit = trainer._PROGRAM_MAX_STATE
     candidates: dict[str, Callable[[], Any]] = {}
     for label, make in RULES.items():
-        trainer._PROGRAM_MAX_STATE = 10**9
-        try:
-            in_program = make().partial_fit(X, y)
-        finally:
-            trainer._PROGRAM_MAX_STATE = limit
+        in_program = forced_program(lambda make=make: make().partial_fit(X, y))()
         per_call = make().partial_fit(X, y)
         candidates[f"{label}: program"] = forced_program(
             lambda model=in_program: model.partial_fit(X, y))
@@ -184,7 +191,8 @@ def rules_table(n_rounds: int, n_rows: int = 20_000) -> Table:
         f"{N_FEATURES} float32, batch 32, in the program (forced) or per batch",
         ["rule", "program (s)", "per batch (s)", "program / per batch: median (range)"],
         notes=[f"{n_rounds} interleaved rounds after 1 warm-up round; the estimators run "
-               f"these rules in the program up to {limit} trained values."])
+               f"these rules in the program up to {trainer._PROGRAM_MAX_STATE} trained "
+               "values."])
     for label in RULES:
         program, batch = f"{label}: program", f"{label}: per batch"
         table.add(label, float(np.median(runs[program])), float(np.median(runs[batch])),
@@ -194,20 +202,6 @@ def rules_table(n_rounds: int, n_rows: int = 20_000) -> Table:
 
 #: Batches per call of the linear program compared by :func:`chunk_table`.
 CHUNK_STEPS = (32, 64, 128)
-
-
-def linear_steps(call: Callable[[], Any], steps: int) -> Callable[[], Any]:
-    """``call`` with the linear program running ``steps`` batches per call (at 100
-    features the chunk's feature-value bound allows up to 128)."""
-    def run() -> Any:
-        most = trainer._LINEAR_STEPS
-        trainer._LINEAR_STEPS = steps
-        try:
-            return call()
-        finally:
-            trainer._LINEAR_STEPS = most
-
-    return run
 
 
 def _chunk_runs(task: str, n_rounds: int) -> dict[str, list[float]]:
@@ -221,9 +215,10 @@ def _chunk_runs(task: str, n_rounds: int) -> dict[str, list[float]]:
     candidates: dict[str, Callable[[], Any]] = {
         "sklearn": lambda: theirs.partial_fit(X, y, **classes)}
     for steps in CHUNK_STEPS:
-        ours = linear_steps(lambda: make_ours().fit(X, y), steps)()
-        candidates[str(steps)] = linear_steps(
-            lambda model=ours: model.partial_fit(X, y, **classes), steps)
+        # At 100 features the chunk's feature-value bound allows up to 128.
+        ours = patched(lambda: make_ours().fit(X, y), "_LINEAR_STEPS", steps)()
+        candidates[str(steps)] = patched(
+            lambda model=ours: model.partial_fit(X, y, **classes), "_LINEAR_STEPS", steps)
     return interleaved_runs(candidates, n_rounds=n_rounds, warmup=1)
 
 
@@ -241,20 +236,6 @@ def chunk_table(n_rounds: int) -> Table:
         runs = _chunk_runs(task, n_rounds)
         table.add(task, *(ratio_spread(runs, str(steps), "sklearn") for steps in CHUNK_STEPS))
     return table
-
-
-def forced_program(call: Callable[[], Any]) -> Callable[[], Any]:
-    """``call`` with the program for update rules with a state whatever the model's
-    size."""
-    def run() -> Any:
-        limit = trainer._PROGRAM_MAX_STATE
-        trainer._PROGRAM_MAX_STATE = 10**9
-        try:
-            return call()
-        finally:
-            trainer._PROGRAM_MAX_STATE = limit
-
-    return run
 
 
 def run() -> list[Table]:
