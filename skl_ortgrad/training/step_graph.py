@@ -47,10 +47,7 @@ class StepGraph:
 
     def node(self, op: str, inputs: Sequence[str], hint: str, **attrs: object) -> str:
         """Append an ``op`` node of one output, named after ``hint``; return that name."""
-        out = unique_name(hint, self.taken)
-        self.nodes.append(helper.make_node(op, list(inputs), [out],
-                                           name=unique_name(f"n_{out}", self.taken), **attrs))
-        return out
+        return self.nodes_out(op, inputs, [hint], **attrs)[0]
 
     def nodes_out(self, op: str, inputs: Sequence[str], hints: Sequence[str],
                   **attrs: object) -> list[str]:
