@@ -214,6 +214,10 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
     def _template_weights(self) -> list[str]:
         return ["coef", "intercept"] if self.fit_intercept else ["coef"]
 
+    def _template_key(self, n_features: int, dtype: np.dtype) -> Hashable:
+        # Zero initial weights: the shape, the dtype and the trained weights decide.
+        return n_features, np.dtype(dtype).str, tuple(self._template_weights())
+
     def _initialize(self, template: Template, init: dict[str, Any]) -> None:
         """``coef_init`` / ``intercept_init`` in the template's initializers, checked as
         scikit-learn checks them."""
@@ -357,9 +361,6 @@ class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
 
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
         return numeric_targets(y)
-
-    def _template_key(self, n_features: int, dtype: np.dtype) -> Hashable:
-        return n_features, np.dtype(dtype).str, tuple(self._template_weights())
 
     def _template(self, n_features: int, dtype: np.dtype) -> Template:
         model = LinearRegression()
@@ -550,9 +551,8 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
         return "modified_huber" if self._loss().kind == "modified_huber" else "log_loss"
 
     def _template_key(self, n_features: int, dtype: np.dtype) -> Hashable:
-        return (n_features, np.dtype(dtype).str, tuple(self._template_weights()),
-                freeze(onnx_classes(self.classes_)), self._softmax_loss(),
-                self._counterpart_loss())
+        return (*super()._template_key(n_features, dtype), freeze(onnx_classes(self.classes_)),
+                self._softmax_loss(), self._counterpart_loss())
 
     def _template(self, n_features: int, dtype: np.dtype) -> Template:
         n_classes = len(self.classes_)
