@@ -385,13 +385,13 @@ class BaseOnnxEstimator(MemoizedParamNames, BaseEstimator, metaclass=ABCMeta):
         saved = dict(self.__dict__)
         snapshot = OptimizerSnapshot(self.optimizer_) if "optimizer_" in saved else None
         try:
-            # float64 first, as scikit-learn: integer data gives float64 fitted weights.
-            X, y = validate_finite_data(
-                self, X, y, reset=restart, accept_sparse="csr", dtype=[np.float64, np.float32],
-                y_numeric=False, multi_output=self._multi_output, ensure_min_samples=1,
-            )
             dtype = self._dtype() if restart else self.optimizer_._model_dtype()
-            check_dtype_range(X, dtype, "X", getattr(self, "feature_names_in_", None))
+            # float64 first, as scikit-learn: integer data gives float64 fitted weights.
+            (X, y), cast = validate_finite_data(
+                self, X, y, graph_dtype=dtype, reset=restart, accept_sparse="csr",
+                dtype=[np.float64, np.float32], y_numeric=False,
+                multi_output=self._multi_output, ensure_min_samples=1,
+            )
             if sample_weight is not None:
                 sample_weight = _check_sample_weight(
                     sample_weight, X, dtype=np.float64, ensure_non_negative=True
@@ -408,7 +408,7 @@ class BaseOnnxEstimator(MemoizedParamNames, BaseEstimator, metaclass=ABCMeta):
                 self._start(X, y, sample_weight)
             # scikit-learn's fitted weights have the type of the data they were fit on.
             data_dtype = X.dtype.name
-            X = self._graph_input(X, dtype)
+            X = self._graph_input(X, dtype, cast)
             X_val = y_val = scorer = None
             if self.early_stopping and not partial:
                 # Split first: the validation rows take no part in training, not even in
@@ -486,12 +486,15 @@ class BaseOnnxEstimator(MemoizedParamNames, BaseEstimator, metaclass=ABCMeta):
         if snapshot is not None:
             snapshot.restore()
 
-    def _graph_input(self, X: Any, dtype: np.dtype) -> Any:
+    def _graph_input(self, X: Any, dtype: np.dtype, cast: Any) -> Any:
         """``X`` through the frozen steps (:meth:`_preprocess`), checked against the
-        range of ``dtype`` and cast to it: what the trained graph reads."""
+        range of ``dtype`` and cast to it: what the trained graph reads. ``cast`` is
+        ``X`` as ``dtype`` when validation made it (:func:`validate_finite_data`)."""
         transformed = self._preprocess(X)
         if transformed is not X:
             check_dtype_range(transformed, dtype, "X transformed by the frozen steps")
+        elif cast is not None:
+            return cast
         return transformed.astype(dtype, copy=False)
 
     def _validation_split(self, X: Any, targets: np.ndarray, sample_weight: Any, y: Any) -> tuple:
@@ -596,13 +599,13 @@ class BaseOnnxEstimator(MemoizedParamNames, BaseEstimator, metaclass=ABCMeta):
     def _run(self, X: Any) -> dict[str, np.ndarray]:
         """Validate ``X`` and run the trained graph on it; return outputs by name."""
         check_is_fitted(self, "optimizer_")
-        X = validate_finite_data(
-            self, X, reset=False, accept_sparse="csr", dtype=[np.float32, np.float64]
-        )
         optimizer = self.optimizer_
         dtype = optimizer._model_dtype()
-        check_dtype_range(X, dtype, "X", getattr(self, "feature_names_in_", None))
-        X = self._graph_input(X, dtype)
+        X, cast = validate_finite_data(
+            self, X, graph_dtype=dtype, reset=False, accept_sparse="csr",
+            dtype=[np.float32, np.float64],
+        )
+        X = self._graph_input(X, dtype, cast)
         session = self._session()
         feeds = dict(zip(optimizer.weights_to_train_, optimizer.served_weights(), strict=True))
         input_name = session.get_inputs()[0].name

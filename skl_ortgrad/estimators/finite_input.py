@@ -1,4 +1,5 @@
-"""scikit-learn's ``validate_data`` with a cheaper check that a dense ``X`` is finite.
+"""scikit-learn's ``validate_data`` with a cheaper check that a dense ``X`` is finite, and
+within the range of the dtype the model computes in.
 
 scikit-learn checks that a dense float ``X`` holds no NaN or infinity with one sum over
 all of its values (``_assert_all_finite``): 1.8 ms for 100k x 100 float32 on this machine
@@ -7,6 +8,14 @@ matrix-vector product with a vector of ones finds the same in 0.7 ms (BLAS): a r
 is finite when all its values are, and NaN or infinite as soon as one is not. When a sum
 is not finite (a non-finite value, or finite values whose sum overflows), scikit-learn's
 own check runs and decides, with its own error message.
+
+The model reads ``X`` cast to its dtype (float32 by default), which float64 input needs
+anyway. Summing the rows of the cast instead of ``X`` also checks the range
+(:func:`~skl_ortgrad.estimators.dtype_range.check_dtype_range`): a value NaN or
+infinite in ``X``, or finite but too large for the dtype, is NaN or infinite once cast.
+For 100k x 100 float64, the checks and the cast read ``X`` once instead of four times
+(1.5 ms of row sums, 5.5 ms of ``min`` and ``max``, then the 9 ms cast, against the cast
+and 0.7 ms of float32 row sums, measured).
 """
 
 from __future__ import annotations
@@ -17,21 +26,41 @@ import numpy as np
 from sklearn.utils import check_array
 from sklearn.utils.validation import validate_data
 
+from skl_ortgrad.estimators.dtype_range import check_dtype_range
+
 
 def validate_finite_data(estimator: Any, X: Any, y: Any = "no_validation",
-                         **params: Any) -> Any:
+                         graph_dtype: Any = None, **params: Any) -> tuple[Any, Any]:
     """``validate_data(estimator, X, y, **params)``: the same result and the same errors,
-    the finiteness of a dense ``X`` checked by its row sums (see the module).
+    the finiteness of a dense ``X`` checked by its row sums (see the module); with
+    ``graph_dtype``, also the range of ``X`` in it (``check_dtype_range``'s error) and
+    ``X`` cast to it.
 
     ``params`` must not set ``ensure_all_finite``: ``X`` is always required finite, as
     scikit-learn's default; ``y`` is checked by ``validate_data`` itself.
+
+    Returns
+    -------
+    validated
+        What ``validate_data`` returns: ``X``, or ``(X, y)``.
+    graph_X : numpy.ndarray or None
+        With ``graph_dtype``, a dense ``X`` as that dtype (``X`` itself when it is
+        already), checked; None without ``graph_dtype`` or for a sparse ``X``.
     """
     result = validate_data(estimator, X, y, ensure_all_finite=False, **params)
     checked = result if isinstance(y, str) and y == "no_validation" else result[0]
-    if not _row_sums_finite(checked):
+    graph_X = None
+    if graph_dtype is not None and isinstance(checked, np.ndarray):
+        # Values beyond the dtype become infinite: what the row sums then find.
+        with np.errstate(over="ignore", invalid="ignore"):
+            graph_X = checked.astype(graph_dtype, copy=False)
+    if not _row_sums_finite(checked if graph_X is None else graph_X):
         check_array(checked, accept_sparse=True, dtype=None, ensure_2d=False,
                     estimator=estimator, input_name="X")
-    return result
+        if graph_dtype is not None:
+            check_dtype_range(checked, graph_dtype, "X",
+                              getattr(estimator, "feature_names_in_", None))
+    return result, graph_X
 
 
 def _row_sums_finite(X: Any) -> bool:

@@ -27,12 +27,15 @@ def _error(call):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
 def test_same_result_as_validate_data(dtype):
     data = (X * 10).astype(dtype)
-    got_X, got_y = validate_finite_data(SGDRegressor(), data, Y, dtype=[np.float64, np.float32])
+    (got_X, got_y), cast = validate_finite_data(SGDRegressor(), data, Y,
+                                                dtype=[np.float64, np.float32])
     want_X, want_y = validate_data(SGDRegressor(), data, Y, dtype=[np.float64, np.float32])
     np.testing.assert_array_equal(got_X, want_X)
     assert got_X.dtype == want_X.dtype and np.array_equal(got_y, want_y)
-    alone = validate_finite_data(SGDRegressor(), data, dtype=[np.float64, np.float32])
+    assert cast is None
+    alone, cast = validate_finite_data(SGDRegressor(), data, dtype=[np.float64, np.float32])
     np.testing.assert_array_equal(alone, want_X)
+    assert cast is None
 
 
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
@@ -58,7 +61,7 @@ def test_a_non_finite_y_is_still_refused():
 def test_finite_values_whose_row_sum_overflows_pass():
     big = np.full((3, 4), np.finfo(np.float32).max, dtype=np.float32)
     assert not finite_input._row_sums_finite(big)
-    np.testing.assert_array_equal(validate_finite_data(SGDRegressor(), big, dtype=None), big)
+    np.testing.assert_array_equal(validate_finite_data(SGDRegressor(), big, dtype=None)[0], big)
 
 
 def test_row_sums_find_every_non_finite_value():
@@ -83,3 +86,42 @@ def test_estimators_refuse_non_finite_input_in_scikit_learn_words(cls):
     assert _error(lambda: model.predict(bad)).startswith("Input X contains NaN.")
     bad[3, 1] = np.inf
     assert _error(lambda: model.partial_fit(bad, y)).startswith("Input X contains infinity")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_graph_input_is_x_cast_and_checked(dtype):
+    """With the graph's dtype: ``X`` as that dtype (``X`` itself when it is already),
+    its finiteness and range checked through the cast."""
+    data = (X * 10).astype(dtype)
+    (got, _), cast = validate_finite_data(SGDRegressor(), data, Y, graph_dtype=np.float32,
+                                          dtype=[np.float64, np.float32])
+    assert cast.dtype == np.float32 and (cast is got) == (dtype == np.float32)
+    np.testing.assert_array_equal(cast, data.astype(np.float32))
+    assert validate_finite_data(SGDRegressor(), sp.csr_matrix(data), Y, accept_sparse="csr",
+                                graph_dtype=np.float32)[1] is None
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_the_graph_dtype_range_is_checked_with_check_dtype_range_words(dense):
+    data = X.astype(np.float64)
+    data[7, 3] = 1e39
+    data = data if dense else sp.csr_matrix(data)
+    message = _error(lambda: validate_finite_data(
+        SGDRegressor(), data, Y, accept_sparse="csr", graph_dtype=np.float32))
+    assert message.startswith(
+        "Input X contains a value too large for dtype('float32') in column 3, row 7: 1e+39")
+    # NaN first, in scikit-learn's words, as without the range.
+    data[0, 0] = np.nan
+    message = _error(lambda: validate_finite_data(
+        SGDRegressor(), data, Y, accept_sparse="csr", graph_dtype=np.float32))
+    assert message.startswith("Input X contains NaN")
+
+
+def test_values_in_range_whose_float32_row_sums_overflow_pass():
+    """float64 values just below float32's largest: the cast's row sums overflow, the
+    checks then find every value finite and in range."""
+    big = np.full((3, 4), 3e38)
+    (got, _), cast = validate_finite_data(SGDRegressor(), big, Y[:3], graph_dtype=np.float32)
+    np.testing.assert_array_equal(got, big)
+    np.testing.assert_array_equal(cast, big.astype(np.float32))
+    assert np.isfinite(cast).all()
