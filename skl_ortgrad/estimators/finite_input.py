@@ -54,7 +54,9 @@ def validate_finite_data(estimator: Any, X: Any, y: Any = "no_validation",
         # Values beyond the dtype become infinite: what the row sums then find.
         with np.errstate(over="ignore", invalid="ignore"):
             graph_X = checked.astype(graph_dtype, copy=False)
-    if not _row_sums_finite(checked if graph_X is None else graph_X):
+    # The narrower of the two: a wider cast holds every value of X.
+    summed = checked if graph_X is None or graph_X.itemsize >= checked.itemsize else graph_X
+    if not _row_sums_finite(summed):
         check_array(checked, accept_sparse=True, dtype=None, ensure_2d=False,
                     estimator=estimator, input_name="X")
         if graph_dtype is not None:

@@ -125,3 +125,16 @@ def test_values_in_range_whose_float32_row_sums_overflow_pass():
     np.testing.assert_array_equal(got, big)
     np.testing.assert_array_equal(cast, big.astype(np.float32))
     assert np.isfinite(cast).all()
+
+
+def test_a_wider_graph_dtype_sums_x_itself(monkeypatch):
+    """float32 input to a float64 model: X's own row sums decide (the cast holds every
+    value of X), and the cast is the graph input."""
+    summed = []
+    monkeypatch.setattr(finite_input, "_row_sums_finite",
+                        lambda X: summed.append(X.dtype) or True)
+    (got, _), cast = validate_finite_data(SGDRegressor(), X, Y, graph_dtype=np.float64,
+                                          dtype=[np.float32, np.float64])
+    assert summed == [np.float32] and got is X
+    assert cast.dtype == np.float64
+    np.testing.assert_array_equal(cast, X)
