@@ -10,8 +10,12 @@ buffers another way, such as the training program, never pays for them: about 12
 batch, 39 ms for 100k rows at batch 32). Shuffling quality is that of a full permutation
 per epoch.
 
-Sparse ``X`` is never densified whole: each batch's rows are densified into a reused
-dense buffer.
+Sparse ``X`` is never densified whole: each epoch lays its stored values out in batch
+order once (:func:`_csr_rows`, one pass over them), then each batch's rows are written into
+a reused dense buffer by one scatter, after zeroing the values the batch before wrote
+there. scipy's row indexing and ``toarray`` per batch were most of a sparse epoch: per
+batch of 32 rows, 43 -> 6 µs at 1,000 columns and 1% density, 783 -> 18 µs at 50,000
+columns and 0.1% (timeit), for about 1.5 ms of layout per epoch of 200k stored values.
 
 Every batch's feeds end with the gradient the backward pass starts from,
 :math:`\partial \bar L / \partial L = 1 / \sum_{i \in B} s_i`, which turns the graph's
@@ -26,6 +30,30 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import scipy.sparse as sp
 from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
+
+
+def _csr_rows(X: sp.csr_matrix, order: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The stored values of the rows ``order`` of a canonical CSR matrix, row after row:
+    ``(indptr, rows, columns, values)``, where the stored values of the ``i``-th row of
+    ``order`` are ``indptr[i]:indptr[i + 1]``, ``rows`` gives the position in ``order`` of
+    every stored value, ``columns`` and ``values`` its column and value."""
+    lengths = np.diff(X.indptr)[order]
+    indptr = np.zeros(len(order) + 1, dtype=np.intp)
+    np.cumsum(lengths, out=indptr[1:])
+    # Where each value is stored in X: its row's start there, plus its rank in the row.
+    positions = np.repeat(X.indptr[order] - indptr[:-1], lengths) + np.arange(indptr[-1])
+    rows = np.repeat(np.arange(len(order)), lengths)
+    return indptr, rows, X.indices[positions], X.data[positions]
+
+
+def _canonical(X: sp.spmatrix) -> sp.csr_matrix:
+    """``X`` as CSR without duplicate entries (a copy where it has some: the input is not
+    modified), so that writing each stored value densifies it as ``toarray`` does."""
+    X = sp.csr_matrix(X)
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    return X
 
 
 class _LazyFeeds(dict):
@@ -104,7 +132,7 @@ class MiniBatchLoader:
         self.device = device
         self.tail = tail
         self._sparse = sp.issparse(arrays[0])
-        self._sources = [sp.csr_matrix(a) if sp.issparse(a) else a for a in arrays]
+        self._sources = [_canonical(a) if sp.issparse(a) else a for a in arrays]
         self._reuse = device.device_type() == OrtDevice.cpu()
         self._bounds = [
             (start, min(start + self.batch_size, self.n_rows))
@@ -120,8 +148,12 @@ class MiniBatchLoader:
         if self._sparse:
             x = self._sources[0]
             sizes = {stop - start for start, stop in self._bounds}
-            self._x_batches = {n: np.empty((n, x.shape[1]), dtype=x.dtype) for n in sizes}
+            self._x_batches = {n: np.zeros((n, x.shape[1]), dtype=x.dtype) for n in sizes}
+            # Where each buffer holds a stored value: the next batch zeroes only those.
+            self._written: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._order = np.arange(self.n_rows)
+        if self._sparse:
+            self._sparse_rows = _csr_rows(self._sources[0], self._order)
         self._pending = False
         self.generation = 0
         self._feeds: _LazyFeeds | None = None
@@ -152,7 +184,7 @@ class MiniBatchLoader:
         bool
             False when ``arrays`` do not fit: build a new loader.
         """
-        sources = [sp.csr_matrix(a) if sp.issparse(a) else a for a in arrays]
+        sources = [_canonical(a) if sp.issparse(a) else a for a in arrays]
         fits = len(sources) == len(self._sources) and all(
             sp.issparse(new) == sp.issparse(old) and new.shape == old.shape
             and new.dtype == old.dtype
@@ -167,14 +199,21 @@ class MiniBatchLoader:
         if not fits:
             return False
         self._sources, self._dense = sources, dense
+        if self._sparse:
+            self._sparse_rows = _csr_rows(self._sources[0], self._order)
         self.generation += 1
         self._update_scales()
         return True
 
     def _fill_sparse(self, index: int) -> None:
         start, stop = self._bounds[index]
-        rows = self._sources[0][self._order[start:stop]]
-        self._x_batches[stop - start][...] = rows.toarray()
+        indptr, rows, columns, values = self._sparse_rows
+        first, last = indptr[start], indptr[stop]
+        batch = self._x_batches[stop - start]
+        if stop - start in self._written:
+            batch[self._written[stop - start]] = 0
+        where = self._written[stop - start] = (rows[first:last] - start, columns[first:last])
+        batch[where] = values[first:last]
 
     def _vector(self, index: int) -> OrtValueVector:
         start, stop = self._bounds[index]
@@ -193,6 +232,8 @@ class MiniBatchLoader:
 
     def _permute(self, features: bool) -> None:
         self._order = self.random_state.permutation(self.n_rows)
+        if self._sparse:
+            self._sparse_rows = _csr_rows(self._sources[0], self._order)
         # The features wait when not asked for (see fill_features).
         self._pending = not features and not self._sparse
         for source, buffer in list(zip(self._dense, self._buffers, strict=True))[

@@ -2,6 +2,7 @@
 feeds laid out as the training step expects (rows, weights, output gradient)."""
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 from onnxruntime.capi._pybind_state import OrtValue
 
@@ -70,6 +71,37 @@ def test_sparse_rows_densified_per_batch():
         for n, rows, labels in _epoch(loader):
             assert rows.shape == (n, 5)
             np.testing.assert_array_equal(rows, dense[labels.ravel().astype(int)])
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_sparse_batches_are_what_toarray_gives(shuffle):
+    """Unsorted column indices, explicit zeros and duplicate entries (summed, as
+    ``toarray`` sums them; the caller's matrix left as it was), empty rows, a short last
+    batch, several epochs and a refill with other values: every batch is the rows of the
+    epoch's order, densified, nothing left of the batch before."""
+    rng = np.random.RandomState(1)
+    dense = rng.rand(23, 7).astype(np.float32)
+    dense[dense < 0.7] = 0
+    dense[[3, 11]] = 0  # empty rows
+    X = sp.csr_matrix(dense)
+    # Row 0 gets an explicit zero and a duplicate, in reversed column order.
+    data = np.concatenate([[0.0, 0.25, 0.5], X.data[X.indptr[1]:]]).astype(np.float32)
+    indices = np.concatenate([[6, 2, 2], X.indices[X.indptr[1]:]])
+    indptr = np.concatenate([[0], X.indptr[1:] - X.indptr[1] + 3])
+    X = sp.csr_matrix((data, indices, indptr), shape=dense.shape)
+    expected = X.toarray()
+    assert expected[0, 2] == 0.75 and not X.has_canonical_format
+    labels = np.arange(23, dtype=np.float32).reshape((-1, 1))
+    loader = MiniBatchLoader([X, labels], 5, shuffle, np.random.RandomState(0), CPU, list)
+    for arrays in ([X, labels], [X * 2, labels]):
+        assert loader.refill(arrays)
+        want = arrays[0].toarray()
+        for _ in range(2):
+            batches = _epoch(loader)
+            assert [n for n, _, _ in batches] == [5, 5, 5, 5, 3]
+            for _, rows, ids in batches:
+                np.testing.assert_array_equal(rows, want[ids.ravel().astype(int)])
+    assert X.indices[:3].tolist() == [6, 2, 2]
 
 
 def test_output_gradient_is_inverse_batch_weight():
