@@ -3,9 +3,11 @@
 Seconds per epoch (estimator ``partial_fit``, defaults, float32) with
 ``backend="onnxruntime-training"`` and ``backend="onnx"`` and scikit-learn's counterpart
 at its defaults, interleaved in one process, on the four problems of the speed issue's
-criteria (regression, binary and 10-class classification, an MLP), and on the regression
+criteria (regression, binary and 10-class classification, an MLP), on the regression
 with float64 input (numpy's default: scikit-learn trains on it as is, ours checks and
-casts it to float32 at every call); then the time to build
+casts it to float32 at every call), and on a sparse binary problem (CSR, 1% of the
+values stored: scikit-learn's SGD works on the stored values, ours densifies every batch);
+then the time to build
 the training
 program (gradient graph + sessions, a 1-row ``fit``). The training backend exists only on
 Python <= 3.12 (onnxruntime-training-cpu 1.19.2): when the Python 3.13 environment of
@@ -27,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import onnxruntime
+import scipy.sparse as sp
 from _common import (
     QUICK,
     Table,
@@ -49,11 +52,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY313 = os.path.join(ROOT, ".venv313", "bin", "python")
 
 
-def _data(n: int, d: int, kind: str, seed: int = 0,
-          dtype: type = np.float32) -> tuple[np.ndarray, np.ndarray]:
+def _data(n: int, d: int, kind: str, layout: str = "float32",
+          seed: int = 0) -> tuple[Any, np.ndarray]:
+    """``X`` (``layout``: dense float32 or float64, or ``"sparse"``: float64 CSR with 1% of
+    its values stored) and labels of ``kind`` from a random linear score."""
     rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d)).astype(dtype)
-    score = X @ rng.standard_normal(d).astype(dtype)
+    if layout == "sparse":
+        X = sp.random(n, d, density=0.01, format="csr", random_state=seed, dtype=np.float64)
+    else:
+        X = rng.standard_normal((n, d)).astype(layout)
+    score = X @ rng.standard_normal(d).astype(X.dtype)
     if kind == "regression":
         return X, score
     if kind == "binary":
@@ -61,39 +69,43 @@ def _data(n: int, d: int, kind: str, seed: int = 0,
     return X, np.digitize(score, np.quantile(score, np.linspace(0, 1, 11)[1:-1]))
 
 
-# name -> (rows, features, kind, input dtype, ours(backend), scikit-learn's counterpart):
-# the speed issue's criteria, both sides at their defaults (batch 32 for ours, hinge loss
-# and 'optimal' rate for the classifiers, squared error and 'invscaling' for the
-# regressors), then the regression on float64 input.
-PROBLEMS: dict[str, tuple[int, int, str, type, Callable[[str], Any], Callable[[], Any]]] = {
+# name -> (rows, features, kind, layout of X (_data), ours(backend), scikit-learn's
+# counterpart): the speed issue's criteria, both sides at their defaults (batch 32 for
+# ours, hinge loss and 'optimal' rate for the classifiers, squared error and 'invscaling'
+# for the regressors), then the regression on float64 input and a sparse problem.
+PROBLEMS: dict[str, tuple[int, int, str, str, Callable[[str], Any], Callable[[], Any]]] = {
     "SGDRegressor defaults, 100k x 100": (
-        100_000, 100, "regression", np.float32,
+        100_000, 100, "regression", "float32",
         lambda b: OnnxSGDRegressor(backend=b, random_state=0),
         lambda: SGDRegressor(random_state=0)),
     "SGDClassifier defaults (hinge), binary, 50k x 100": (
-        50_000, 100, "binary", np.float32,
+        50_000, 100, "binary", "float32",
         lambda b: OnnxSGDClassifier(backend=b, random_state=0),
         lambda: SGDClassifier(random_state=0)),
     "SGDClassifier defaults (hinge), 10 classes, 50k x 100": (
-        50_000, 100, "classes", np.float32,
+        50_000, 100, "classes", "float32",
         lambda b: OnnxSGDClassifier(backend=b, random_state=0),
         lambda: SGDClassifier(random_state=0)),
     "MLPClassifier 100-128-10 defaults, 20k rows": (
-        20_000, 100, "classes", np.float32,
+        20_000, 100, "classes", "float32",
         lambda b: OnnxMLPClassifier(hidden_layer_sizes=(128,), backend=b, random_state=0),
         lambda: MLPClassifier(hidden_layer_sizes=(128,), random_state=0)),
     "SGDRegressor defaults, 100k x 100, float64 input": (
-        100_000, 100, "regression", np.float64,
+        100_000, 100, "regression", "float64",
         lambda b: OnnxSGDRegressor(backend=b, random_state=0),
         lambda: SGDRegressor(random_state=0)),
+    "SGDClassifier defaults (hinge), binary, sparse 20k x 1,000 (1% stored)": (
+        20_000, 1_000, "binary", "sparse",
+        lambda b: OnnxSGDClassifier(backend=b, random_state=0),
+        lambda: SGDClassifier(random_state=0)),
 }
 
 
 def _epoch_times(problem: str, backends: list[str], n_rounds: int) -> dict[str, list[float]]:
     """Seconds per ``partial_fit`` epoch, every round, of ours with each backend and of
     scikit-learn."""
-    n, d, kind, dtype, ours, theirs = PROBLEMS[problem]
-    X, y = _data(n // 5 if QUICK else n, d, kind, dtype=dtype)
+    n, d, kind, layout, ours, theirs = PROBLEMS[problem]
+    X, y = _data(n // 5 if QUICK else n, d, kind, layout)
     first = {"classes": np.unique(y)} if kind != "regression" else {}
     models = {backend: ours(backend) for backend in backends}
     models["scikit-learn"] = theirs()
@@ -138,10 +150,10 @@ def tables(result: dict[str, Any]) -> list[Table]:
         columns.append("training / scikit-learn")
     epoch_table = Table(
         f"Gradient backends, seconds per epoch ({where})", columns,
-        ["estimator partial_fit (one epoch) with its defaults, float32 input unless the "
-         "problem says float64, one thread everywhere; median of interleaved rounds in "
-         "one process; goal of the speed issue: at most 0.5x scikit-learn (float32 "
-         "problems)"],
+        ["estimator partial_fit (one epoch) with its defaults, dense float32 input unless "
+         "the problem says otherwise, one thread everywhere; median of interleaved rounds "
+         "in one process; goal of the speed issue: at most 0.5x scikit-learn (the dense "
+         "float32 problems)"],
     )
     for name, runs in result["epochs"].items():
         times = {key: float(np.median(values)) for key, values in runs.items()}
