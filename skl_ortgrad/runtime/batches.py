@@ -265,6 +265,14 @@ class MiniBatchLoader:
         return self._order
 
     @property
+    def sparse_rows(self) -> tuple[np.ndarray, ...]:
+        """Sparse features: the stored values of the epoch's rows in batch order,
+        ``(indptr, rows, columns, values)``: those of the ``i``-th row of :attr:`order`
+        are ``indptr[i]:indptr[i + 1]``, ``rows`` gives each one's position in
+        :attr:`order`."""
+        return self._sparse_rows
+
+    @property
     def features(self) -> np.ndarray:
         """The dense features as given (not permuted)."""
         return self._dense[0]

@@ -80,11 +80,13 @@ class ProgramRun:
         self._run_options = RunOptions()
 
     def _add(self, feeds: dict[str, np.ndarray], fetches: dict[str, np.ndarray]) -> None:
-        self._feeds.append(self._vector([feeds[name] for name in self._inputs]))
-        self._fetches.append(self._vector([fetches[name] for name in self._outputs]))
+        for arrays, vectors, names in ((feeds, self._feeds, self._inputs),
+                                       (fetches, self._fetches, self._outputs)):
+            self._views.extend(arrays[name] for name in names)
+            vectors.append(self._vector([arrays[name] for name in names]))
 
     def _vector(self, arrays: list[np.ndarray]) -> OrtValueVector:
-        self._views.extend(arrays)
+        """OrtValues over ``arrays``, which must outlive the vector's use."""
         vector = OrtValueVector()
         for array in arrays:
             vector.push_back(OrtValue.ortvalue_from_numpy(array, self._cpu))
@@ -116,10 +118,14 @@ class ProgramRun:
 
     def run(self, chunk: int) -> None:
         """Run chunk ``chunk``: the weights after its last batch into ``new_weights``."""
+        feeds, fetches = self._vectors(chunk)
         self._session._sess.run_with_ortvaluevector(
-            self._run_options, self._inputs, self._feeds[chunk], self._outputs,
-            self._fetches[chunk], self._devices,
+            self._run_options, self._inputs, feeds, self._outputs, fetches, self._devices,
         )
+
+    def _vectors(self, chunk: int) -> tuple[OrtValueVector, OrtValueVector]:
+        """The feeds and fetches of chunk ``chunk`` (bound once)."""
+        return self._feeds[chunk], self._fetches[chunk]
 
     def losses(self, chunk: int) -> list[float]:
         """The loss sums of the batches of chunk ``chunk``, once it ran."""
@@ -170,8 +176,10 @@ class LinearProgramRun(ProgramRun):
                  rows: int, extra: dict[str, np.ndarray] | None = None) -> None:
         program, b, n = self.program, self.program.batch_rows, loader.n_rows
         super().schedule(etas, loader, l1, l2, rows, extra)
-        self.per_row["rows"][:n] = loader.order
-        labels, *weights = loader.per_row[1:]
+        if "rows" in self.per_row:
+            self.per_row["rows"][:n] = loader.order
+        # Dense features come first; sparse ones are not among the buffers.
+        labels, *weights = loader.per_row[0 if loader.sparse else 1:]
         target = self.per_row["target"][:n]
         program.targets(labels.reshape(-1), target)
         rates = np.repeat(etas * loader.scales, b)[:n]
@@ -186,3 +194,56 @@ class LinearProgramRun(ProgramRun):
                      (first + count) * self.program.batch_rows)
         return self.program.losses(self._values[rows], self.per_row["target"][rows],
                                    self._loss_weights[rows]).tolist()
+
+
+class SparseLinearProgramRun(LinearProgramRun):
+    r"""The sparse linear program
+    (:class:`~skl_ortgrad.training.program.SparseLinearProgram`) over a loader of sparse
+    features: the per-row inputs as :class:`LinearProgramRun`'s, and per call the stored
+    values of its batches (:attr:`MiniBatchLoader.sparse_rows`), laid out
+    ``[count, width, b]`` with ``width`` the most values any of its rows stores. Their
+    shapes change from call to call, so the feeds of a call are built for it.
+    """
+
+    def __init__(self, program: Any, session: InferenceSession,
+                 loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:
+        self._start(program, session, weights, len(loader.rows))
+        size, n = self.n_batches * program.batch_rows, loader.n_rows
+        # Padding rows: target 0, step weight 0, loss weight 0, no stored value.
+        self.per_row = {name: np.zeros(size, dtype=program.dtype) for name in program.per_row}
+        self._loss_weights = np.zeros(size, dtype=program.dtype)
+        self._loss_weights[:n] = 1.0
+        self._values = np.empty(size, dtype=program.dtype)
+        self._loader = loader
+
+    def fits(self, loader: MiniBatchLoader) -> bool:
+        return loader is self._loader
+
+    def _vectors(self, chunk: int) -> tuple[OrtValueVector, OrtValueVector]:
+        first, count = self.chunks[chunk]
+        feeds = self.program.feeds(*self._stored(first, count), self.per_row, self.table,
+                                   self.weights, first, count)
+        fetches = self.program.fetches(self._values, self.new_weights, first, count)
+        # OrtValues borrow the arrays' memory: they live until the next call.
+        self._call_arrays = feeds, fetches
+        return (self._vector([feeds[name] for name in self._inputs]),
+                self._vector([fetches[name] for name in self._outputs]))
+
+    def _stored(self, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Columns and values of batches ``first .. first + count - 1``, ``[count, width,
+        b]``: row ``i`` of step ``j`` down ``[j, :, i]``, zeros after its last value."""
+        b = self.program.batch_rows
+        indptr, rows, columns, values = self._loader.sparse_rows
+        start, stop = first * b, min((first + count) * b, self._loader.n_rows)
+        begin, end = indptr[start], indptr[stop]
+        width = max(1, int(np.diff(indptr[start:stop + 1]).max(initial=0)))
+        owner = rows[begin:end]
+        step, row = np.divmod(owner - start, b)
+        rank = np.arange(begin, end) - indptr[owner]
+        # One flat index per value: step, then rank, then row (C order of the layout).
+        place = (step * width + rank) * b + row
+        laid_columns = np.zeros(count * width * b, dtype=np.int64)
+        laid_values = np.zeros(count * width * b, dtype=self.program.dtype)
+        laid_columns[place] = columns[begin:end]
+        laid_values[place] = values[begin:end]
+        return (laid_columns.reshape(count, width, b), laid_values.reshape(count, width, b))

@@ -51,7 +51,11 @@ Two programs:
   numpy (the copy was a quarter of an epoch). Rather than its loss, each step outputs one
   value per row, from which numpy computes the batch losses (:meth:`LinearProgram.losses`);
   a batch shorter than the others (the end of an epoch) is padded with rows of step weight
-  0.
+  0. Its sparse form (:class:`SparseLinearProgram`) reads each batch's stored values
+  instead of rows: per step, their columns and values laid out ``[width, b]`` (each row's
+  values down its column, padded with zeros), :math:`W` flat, the scores a ``Gather`` of
+  :math:`W` at the columns, a product and a sum, the update a ``ScatterND`` that adds
+  each value's step at its column: its work follows the stored values, not the columns.
 
 Graphs only: nothing here creates an onnxruntime session or an OrtValue; the runtime
 binds the feeds (:mod:`skl_ortgrad.runtime.program_run`).
@@ -367,6 +371,46 @@ class LinearProgram(_ScalarInputs):
         return result
 
 
+@dataclass
+class SparseLinearProgram(LinearProgram):
+    r"""The linear program on sparse rows (:func:`linear_program` with ``sparse=True``).
+
+    Per call, the caller lays out the stored values of the call's batches (columns and
+    values ``[count, width, b]``, :meth:`feeds`); the per-row inputs are the target and
+    the step weights, as :class:`LinearProgram`'s, without ``rows``.
+    """
+
+    per_row = ("target", "step_weight")
+    #: Per step ``[width, b]``: the columns (also as ``[width, b, 1]``, ``ScatterND``'s
+    #: indices), the values and their negatives (the update adds).
+    stored = ("columns", "column_indices", "stored", "negated_stored")
+    features = ""
+
+    @property
+    def weight_shapes(self) -> list[tuple[int, ...]]:
+        """``[d]`` and ``[1, 1]``: views of the caller's ``[d, 1]`` and ``[1]``."""
+        return [(self.n_features,), (1, 1)]
+
+    def feeds(  # type: ignore[override]
+        self, columns: np.ndarray, values: np.ndarray, per_row: dict[str, np.ndarray],
+        table: dict[str, np.ndarray], weights: Sequence[np.ndarray], first: int,
+        count: int,
+    ) -> dict[str, np.ndarray]:
+        """The inputs of the call running batches ``first .. first + count - 1``:
+        ``columns`` (int64) and ``values`` of shape ``[count, width, b]`` (the stored
+        values of row ``i`` of step ``j`` down ``[j, :, i]``, padded with column 0 and
+        value 0), the epoch's ``per_row`` arrays and ``table``, the ``weights``."""
+        b = self.batch_rows
+        result = dict(zip(self.weights, _views(weights, self.weight_shapes), strict=True))
+        names = dict(zip(self.stored, (columns, columns[..., None], values, -values),
+                         strict=True))
+        result.update(names)
+        for name in self.per_row:
+            result[name] = per_row[name][first * b:(first + count) * b].reshape(count, 1, b)
+        result.update({name: table[name][first:first + count] for name, _, _ in self.scalars})
+        return result
+
+
 def _views(weights: Sequence[np.ndarray], shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
     # onnxruntime copies a non-contiguous array: its later updates would not be seen.
     if not all(w.flags.c_contiguous for w in weights):
@@ -581,6 +625,7 @@ def linear_program(
     l1: bool = False,
     l2: bool = False,
     threshold: float = 1.0,
+    sparse: bool = False,
 ) -> LinearProgram:
     r"""The program of ``steps`` steps of a linear model, written by hand, on rows.
 
@@ -599,6 +644,12 @@ def linear_program(
     :math:`W`, as in :func:`generic_program`) and :math:`b \leftarrow b - u 1` (one
     ``Gemm`` each). Nodes per step: 6 (squared error), 7 (log loss) or 8 (hinge), plus 1
     for L2, 2 for L1. Sample weights cost nothing: they are in :math:`c`.
+
+    ``sparse=True`` (:class:`SparseLinearProgram`): the batch is its stored values, columns
+    :math:`J` and values :math:`V` of shape ``[width, b]`` (zeros where a row has fewer),
+    :math:`W` flat; :math:`s = 1^\top (W_J \odot V) + b` (``Gather``, ``Mul``,
+    ``ReduceSum``, ``Add``) and :math:`W \leftarrow D_W + \mathrm{scatter\_add}_J(-V
+    \odot u)` (``Mul``, ``ScatterND``): two nodes more, and work in the stored values.
 
     Parameters
     ----------
@@ -624,17 +675,30 @@ def linear_program(
         raise ValueError(f"linear_program's loss must be one of {LINEAR_LOSSES}, got "
                          f"{loss!r}.")
     _check_steps(steps)
-    p = LinearProgram
+    p = SparseLinearProgram if sparse else LinearProgram
     elem, b = onnx_dtype(dtype), int(batch_rows)
     taken = {p.features, *p.weights, *p.new_weights, *p.per_row, p.values, "ones",
-             "margin_threshold"}
+             "margin_threshold", "first_axis", *SparseLinearProgram.stored, "rows"}
     step = StepGraph(taken, dtype)
     emit = step.node
     coef, intercept = p.weights
-    rows, target, step_weight = p.per_row
-    constants = {"ones": np.ones((b, 1), dtype=dtype)}
-    batch = emit("Gather", [p.features, rows], "batch", axis=0)
-    s = emit("Gemm", [coef, batch, intercept], "score", transB=1)
+    target, step_weight = p.per_row[-2:]
+    constants: dict[str, np.ndarray] = {"ones": np.ones((b, 1), dtype=dtype)}
+    if sparse:
+        columns, column_indices, stored, negated = SparseLinearProgram.stored
+        constants["first_axis"] = np.zeros(1, dtype=np.int64)
+        products = emit("Mul", [emit("Gather", [coef, columns], "coef_at_columns"), stored],
+                        "products")
+        dots = emit("ReduceSum", [products, "first_axis"], "dots", keepdims=1)
+        s = emit("Add", [dots, intercept], "score")
+        data = [_info(name, TensorProto.INT64 if name == columns else elem, ["width", b])
+                for name in (columns, stored, negated)]
+        data.insert(1, _info(column_indices, TensorProto.INT64, ["width", b, 1]))
+    else:
+        rows = p.per_row[0]
+        batch = emit("Gather", [p.features, rows], "batch", axis=0)
+        s = emit("Gemm", [coef, batch, intercept], "score", transB=1)
+        data = [_info(rows, TensorProto.INT64, [b])]
     if loss == "squared_error":
         values = emit("Sub", [s, target], "residual")
         u = emit("Mul", [values, step_weight], "scaled_residual")
@@ -650,26 +714,32 @@ def linear_program(
         inside = emit("LessOrEqual", [values, "margin_threshold"], "inside")
         mask = emit("Cast", [inside], "inside_mask", to=elem)
         u = emit("Mul", [mask, step_weight], "scaled_residual")
-    start = _proximal(step, coef, 2, l1, l2)
-    # C - A B (alpha=-1): u X_B for W, u 1 for b.
-    new_coef = emit("Gemm", [u, batch, start], "coef_stepped", alpha=-1.0)
+    start = _proximal(step, coef, 1 if sparse else 2, l1, l2)
+    if sparse:
+        # Each stored value's step -v u_i, added at its column.
+        steps_at = emit("Mul", [negated, u], "coef_steps")
+        new_coef = emit("ScatterND", [start, column_indices, steps_at], "coef_stepped",
+                        reduction="add")
+    else:
+        # C - A B (alpha=-1): u X_B for W.
+        new_coef = emit("Gemm", [u, batch, start], "coef_stepped", alpha=-1.0)
     new_intercept = emit("Gemm", [u, "ones", intercept], "intercept_stepped", alpha=-1.0)
     template = _Template(
         nodes=step.nodes,
         initializers=[numpy_helper.from_array(v, name) for name, v in constants.items()],
-        data=[_info(rows, TensorProto.INT64, [b]), _info(target, elem, [1, b]),
-              _info(step_weight, elem, [1, b])],
+        data=[*data, _info(target, elem, [1, b]), _info(step_weight, elem, [1, b])],
         scalars=step.scalar_inputs(),
-        weights=[_info(coef, elem, [1, n_features]), _info(intercept, elem, [1, 1])],
+        weights=[_info(coef, elem, [n_features] if sparse else [1, n_features]),
+                 _info(intercept, elem, [1, 1])],
         new_weights=[new_coef, new_intercept],
         loss=values, loss_shape=(1, b), elem=elem, opsets=[("", OPSET)],
         ir_version=IR_VERSION,
     )
-    graph = _scan(template, list(p.new_weights), losses=p.values,
-                  dataset=[_info(p.features, elem, [None, n_features])])
+    dataset = [] if sparse else [_info(p.features, elem, [None, n_features])]
+    graph = _scan(template, list(p.new_weights), losses=p.values, dataset=dataset)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                               ir_version=IR_VERSION)
-    return LinearProgram(
+    return p(
         model=model, loss=loss, threshold=float(threshold), steps=int(steps), batch_rows=b,
         n_features=int(n_features), scalars=template.scalars, dtype=np.dtype(dtype),
     )

@@ -77,12 +77,17 @@ from skl_ortgrad.runtime.batches import MiniBatchLoader
 from skl_ortgrad.runtime.buffers import packed_copies
 from skl_ortgrad.runtime.devices import device_providers, log_severity, ort_device, parse_device
 from skl_ortgrad.runtime.options import session_options, unoptimized_session_options
-from skl_ortgrad.runtime.program_run import LinearProgramRun, ProgramRun
+from skl_ortgrad.runtime.program_run import (
+    LinearProgramRun,
+    ProgramRun,
+    SparseLinearProgramRun,
+)
 from skl_ortgrad.runtime.sessions import cached_session
 from skl_ortgrad.runtime.step import OrtGradientStep
 from skl_ortgrad.training.interrupt import DeferredInterrupt
 from skl_ortgrad.training.program import (
     LinearProgram,
+    SparseLinearProgram,
     StepProgram,
     generic_program,
     linear_features,
@@ -948,7 +953,7 @@ class Trainer:
         if (
             _PROGRAM_STEPS < 2 or full < min(_PROGRAM_MIN_BATCHES, _LINEAR_MIN_BATCHES)
             or self.average or self.verbose >= 2
-            or parse_device(self.device)[0] != "cpu" or loader.sparse
+            or parse_device(self.device)[0] != "cpu"
             or OrtGradientStep.run is not _PROGRAM_PIECES["run"]
             or type(inner).stepper not in _PROGRAM_PIECES["rates"]
             or type(penalty).stepper not in _PROGRAM_PIECES["penalties"]
@@ -961,7 +966,7 @@ class Trainer:
                                               strict=True)
                       if any(w is p for p in penalized))
         elastic = isinstance(penalty, ElasticLearningPenalty)
-        key = (weighted, size, _PROGRAM_STEPS, _LINEAR_STEPS, names,
+        key = (weighted, size, _PROGRAM_STEPS, _LINEAR_STEPS, loader.sparse, names,
                elastic and penalty.l1 > 0, elastic and penalty.l2 > 0, inner.update_key(),
                self._loss_key(weighted))
         programs = self.__dict__.setdefault("_programs", {})
@@ -982,7 +987,8 @@ class Trainer:
         if bound is None or bound[0] is not loader or bound[1] != key or not bound[2].fits(
                 loader) or not bound[2].binds(arrays):
             program, session = programs[key]
-            run = LinearProgramRun if isinstance(program, LinearProgram) else ProgramRun
+            run = (SparseLinearProgramRun if isinstance(program, SparseLinearProgram)
+                   else LinearProgramRun if isinstance(program, LinearProgram) else ProgramRun)
             bound = loader, key, run(program, session, loader, arrays)
             self._program_binding = bound
         return bound[2]
@@ -994,13 +1000,14 @@ class Trainer:
         return None if states is None else [*self.weights_, *states]
 
     def _build_program(
-        self, weighted: bool, size: int, steps: int, linear_steps: int,
+        self, weighted: bool, size: int, steps: int, linear_steps: int, sparse: bool,
         penalized: tuple[str, ...], l1: bool, l2: bool, update: BaseLearningRate,
     ) -> tuple[StepProgram | LinearProgram, InferenceSession] | None:
         """The program of ``steps`` batches of ``size`` rows (the linear program:
-        :func:`_linear_steps`, up to ``linear_steps``) updating with ``update`` and
-        its session (the step's options); None for a gradient graph the program cannot
-        hold (control flow).
+        :func:`_linear_steps`, up to ``linear_steps``; its sparse form for ``sparse``
+        features) updating with ``update`` and its session (the step's options); None
+        for a gradient graph the program cannot hold (control flow), and for sparse
+        features out of the linear program's reach.
 
         The hand-written linear step (:func:`~skl_ortgrad.training.program.linear_program`,
         6 to 11 nodes instead of the gradient graph's 30-odd; equal to rounding in float32,
@@ -1011,6 +1018,8 @@ class Trainer:
         # The linear program writes plain SGD's update itself.
         lean = (self._lean_loss(penalized, l1 or l2)
                 if type(update).stepper is LearningRateSGD.stepper else None)
+        if sparse and lean is None:
+            return None
         try:
             if lean is not None:
                 n_features = self.weights_[0].shape[0]
@@ -1018,7 +1027,7 @@ class Trainer:
                     lean, n_features, _linear_steps(size, n_features, linear_steps, steps),
                     size,
                     dtype=self.weights_[0].dtype, l1=l1, l2=l2,
-                    threshold=getattr(self.learning_loss_, "threshold", 1.0),
+                    threshold=getattr(self.learning_loss_, "threshold", 1.0), sparse=sparse,
                 )
             else:
                 engine = self._engine(weighted)

@@ -28,6 +28,7 @@ from skl_ortgrad.runtime.step import OrtGradientStep
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
 from skl_ortgrad.training.program import (
     LinearProgram,
+    SparseLinearProgram,
     StepProgram,
     generic_program,
     linear_program,
@@ -98,6 +99,9 @@ def _data(loss: str, dtype: type) -> dict[str, np.ndarray]:
     epoch's order."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((N_BATCHES * BATCH, N_FEATURES))
+    # Zeros, some rows all zero: what the sparse program skips.
+    X[np.random.default_rng(1).random(X.shape) < 0.4] = 0.0
+    X[[3, 17]] = 0.0
     score = X @ rng.standard_normal((N_FEATURES, 1)) + 0.5
     if loss != "squared_error":
         y = (score + rng.standard_normal(score.shape) > 0).astype(float)
@@ -197,12 +201,28 @@ def _run_program(program: StepProgram, loss: str, dtype: type, l1: float, l2: fl
     return weights, losses
 
 
+def _stored_layout(X: np.ndarray, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The sparse program's layout of batches ``first .. first + count - 1`` of ORDER:
+    row i of step j's non-zero values down ``[j, :, i]``, one zero-padded slot more than
+    the longest row needs."""
+    rows = ORDER[first * BATCH:(first + count) * BATCH].reshape(count, BATCH)
+    width = int((X != 0).sum(axis=1).max()) + 1
+    columns = np.zeros((count, width, BATCH), dtype=np.int64)
+    values = np.zeros((count, width, BATCH), dtype=X.dtype)
+    for (j, i), row in np.ndenumerate(rows):
+        stored = np.flatnonzero(X[row])
+        columns[j, :len(stored), i] = stored[::-1]  # any order
+        values[j, :len(stored), i] = X[row, stored[::-1]]
+    return columns, values
+
+
 def _run_linear(program: LinearProgram, loss: str, dtype: type, l1: float, l2: float,
                 weighted: bool = False):
     """The linear program over the epoch, its per-row inputs from their formulas: the
     rows' indices, the target (2y - 1 for the hinge loss) and the step weight
     eta_j sigma_j s_i (negated and times the target for the hinge loss); the batch
-    losses from the per-row values."""
+    losses from the per-row values. The sparse program reads the rows' non-zero values
+    (:func:`_stored_layout`) instead."""
     data = _data(loss, dtype)
     session = _session(program.model)
     scales = _scales(loss, dtype, weighted)
@@ -219,7 +239,11 @@ def _run_linear(program: LinearProgram, loss: str, dtype: type, l1: float, l2: f
     values = np.empty(len(ORDER), dtype=dtype)
     for first in range(0, N_BATCHES, program.steps):
         count = min(program.steps, N_BATCHES - first)
-        feeds = program.feeds(data["X"], per_row, table, weights, first, count)
+        if isinstance(program, SparseLinearProgram):
+            feeds = program.feeds(*_stored_layout(data["X"], first, count), per_row, table,
+                                  weights, first, count)
+        else:
+            feeds = program.feeds(data["X"], per_row, table, weights, first, count)
         new = [np.empty_like(w) for w in weights]
         fetches = program.fetches(values, new, first, count)
         names = list(fetches)
@@ -250,17 +274,19 @@ def test_generic_program_matches_per_batch_steps(backend, loss, penalty):
         _check(*got, *expected)
 
 
+@pytest.mark.parametrize("sparse", [False, True], ids=["rows", "stored values"])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("penalty", ["none", "l2", "l1", "elastic"])
 @pytest.mark.parametrize("loss", list(LOSSES))
-def test_linear_program_matches_per_batch_steps(loss, penalty, weighted):
+def test_linear_program_matches_per_batch_steps(loss, penalty, weighted, sparse):
     """Every loss and penalty, sample weights or not (some zero), 1, 3 and 8 steps per
-    call: the gradient graph's weights and batch losses to 1e-10."""
+    call, on rows or on their stored values (the sparse form): the gradient graph's
+    weights and batch losses to 1e-10."""
     l1, l2 = PENALTIES[penalty]
     expected = _reference(loss, "onnx", np.float64, l1, l2, weighted=weighted)
     for steps in (1, 3, 8):
         program = linear_program(loss, N_FEATURES, steps, BATCH, np.float64,
-                                 l1=l1 > 0, l2=l2 > 0)
+                                 l1=l1 > 0, l2=l2 > 0, sparse=sparse)
         got = _run_linear(program, loss, np.float64, l1, l2, weighted=weighted)
         _check(*got, *expected)
 
