@@ -934,7 +934,8 @@ class Trainer:
         must run.
 
         It applies where it computes what the per-batch loop computes: on the CPU, dense
-        data, at least ``_LINEAR_MIN_BATCHES`` (linear program) or
+        data (sparse data: the linear program's sparse form only), at least
+        ``_LINEAR_MIN_BATCHES`` (linear program) or
         ``_PROGRAM_MIN_BATCHES`` (generic program) full batches, the update of plain SGD,
         momentum (Nesterov's or not) or Adam (possibly in a ``ScaledLearningRate``; the
         linear program: plain SGD only; momentum and Adam up to ``_PROGRAM_MAX_STATE``
