@@ -384,6 +384,7 @@ class SparseLinearProgram(LinearProgram):
     #: Per step ``[width, b]``: the columns (also as ``[width, b, 1]``, ``ScatterND``'s
     #: indices), the values and their negatives (the update adds).
     stored = ("columns", "column_indices", "stored", "negated_stored")
+    #: No features input: the stored values are fed per call.
     features = ""
 
     @property
@@ -402,9 +403,8 @@ class SparseLinearProgram(LinearProgram):
         value 0), the epoch's ``per_row`` arrays and ``table``, the ``weights``."""
         b = self.batch_rows
         result = dict(zip(self.weights, _views(weights, self.weight_shapes), strict=True))
-        names = dict(zip(self.stored, (columns, columns[..., None], values, -values),
-                         strict=True))
-        result.update(names)
+        result.update(zip(self.stored, (columns, columns[..., None], values, -values),
+                          strict=True))
         for name in self.per_row:
             result[name] = per_row[name][first * b:(first + count) * b].reshape(count, 1, b)
         result.update({name: table[name][first:first + count] for name, _, _ in self.scalars})
@@ -649,7 +649,7 @@ def linear_program(
     :math:`J` and values :math:`V` of shape ``[width, b]`` (zeros where a row has fewer),
     :math:`W` flat; :math:`s = 1^\top (W_J \odot V) + b` (``Gather``, ``Mul``,
     ``ReduceSum``, ``Add``) and :math:`W \leftarrow D_W + \mathrm{scatter\_add}_J(-V
-    \odot u)` (``Mul``, ``ScatterND``): two nodes more, and work in the stored values.
+    \odot u)` (``Mul``, ``ScatterND``): three nodes more, and work in the stored values.
 
     Parameters
     ----------
@@ -677,8 +677,9 @@ def linear_program(
     _check_steps(steps)
     p = SparseLinearProgram if sparse else LinearProgram
     elem, b = onnx_dtype(dtype), int(batch_rows)
-    taken = {p.features, *p.weights, *p.new_weights, *p.per_row, p.values, "ones",
-             "margin_threshold", "first_axis", *SparseLinearProgram.stored, "rows"}
+    # The names of both forms' inputs and outputs, so no node output takes one.
+    taken = {LinearProgram.features, *p.weights, *p.new_weights, *LinearProgram.per_row,
+             *SparseLinearProgram.stored, p.values, "ones", "margin_threshold", "first_axis"}
     step = StepGraph(taken, dtype)
     emit = step.node
     coef, intercept = p.weights

@@ -404,19 +404,24 @@ def test_float32_program(loss, backend):
 
 def test_program_graphs():
     """Standard operators only, one Scan node, and the node counts the design promises
-    (per step: squared error 6, log loss 7, hinge 8; L2 one more, L1 two more)."""
+    (per step: squared error 6, log loss 7, hinge 8; the sparse form three more; L2 one
+    more, L1 two more)."""
     def body(program):
         return [node.op_type for node in program.model.graph.node[0].attribute[0].g.node]
 
-    for loss, count in (("squared_error", 6), ("log", 7), ("hinge", 8)):
-        program = linear_program(loss, N_FEATURES, 8, BATCH)
-        onnx.checker.check_model(program.model, full_check=True)
-        assert {op.domain for op in program.model.opset_import} == {""}
-        assert [node.op_type for node in program.model.graph.node] == ["Scan"]
-        assert len(body(program)) == count
-        assert len(body(linear_program(loss, N_FEATURES, 8, BATCH, l1=True, l2=True))) \
-            == count + 3
+    for sparse in (False, True):
+        for loss, count in (("squared_error", 6), ("log", 7), ("hinge", 8)):
+            count += 3 * sparse
+            program = linear_program(loss, N_FEATURES, 8, BATCH, sparse=sparse)
+            onnx.checker.check_model(program.model, full_check=True)
+            assert {op.domain for op in program.model.opset_import} == {""}
+            assert [node.op_type for node in program.model.graph.node] == ["Scan"]
+            assert len(body(program)) == count
+            assert len(body(linear_program(loss, N_FEATURES, 8, BATCH, l1=True, l2=True,
+                                           sparse=sparse))) == count + 3
     assert body(linear_program("hinge", N_FEATURES, 8, BATCH)).count("Gemm") == 3
+    sparse_body = body(linear_program("hinge", N_FEATURES, 8, BATCH, sparse=True))
+    assert sparse_body.count("Gemm") == 1 and sparse_body.count("ScatterND") == 1
     program = linear_program("squared_error", N_FEATURES, 8, BATCH, l2=True)
     decay = {name: shape for name, kind, shape in program.scalars}
     assert list(decay.values()) == [(1, 1)]  # rank-matched with the [1, d] weights
