@@ -41,7 +41,9 @@ from skl_ortgrad.runtime.sessions import cached_session
 from skl_ortgrad.training.snapshot import OptimizerSnapshot
 from skl_ortgrad.training.trainer import Trainer
 
-_SPARSE_CHUNK = 4096  # rows densified at once when predicting on a sparse matrix
+#: Values densified at once when predicting on a sparse matrix (16 MiB of float32): rows
+#: of wide data (text, hashed features) would otherwise take gigabytes per chunk.
+_SPARSE_CHUNK_VALUES = 2**22
 
 
 _CURVATURE_ROWS = 2_000  # rows the curvature is measured on (evenly spaced)
@@ -611,7 +613,8 @@ class BaseOnnxEstimator(MemoizedParamNames, BaseEstimator, metaclass=ABCMeta):
         input_name = session.get_inputs()[0].name
         names = [out.name for out in session.get_outputs()]
         # A sparse matrix is densified chunk by chunk, never whole.
-        step = _SPARSE_CHUNK if hasattr(X, "toarray") else max(1, X.shape[0])
+        step = (max(1, _SPARSE_CHUNK_VALUES // max(1, X.shape[1])) if hasattr(X, "toarray")
+                else max(1, X.shape[0]))
         chunks = []
         for start in range(0, X.shape[0], step):
             rows = X[start:start + step]

@@ -152,10 +152,44 @@ def test_sparse_predict_matches_dense_across_chunks(data, monkeypatch):
 
     X, y = data
     model = OnnxSGDClassifier(loss="log_loss", random_state=0, max_iter=5).fit(X, y)
-    monkeypatch.setattr(base, "_SPARSE_CHUNK", 7)  # many chunks, a ragged last one
+    # Chunks of 7 rows: many, a ragged last one.
+    monkeypatch.setattr(base, "_SPARSE_CHUNK_VALUES", 7 * X.shape[1] + 3)
     np.testing.assert_allclose(
         model.predict_proba(sp.csr_matrix(X)), model.predict_proba(X), rtol=1e-6)
     np.testing.assert_array_equal(model.predict(sp.csr_matrix(X)), model.predict(X))
+
+
+def test_sparse_predict_densifies_a_bounded_number_of_values(monkeypatch):
+    """Wide sparse data (hashed or text features): each densified chunk holds at most
+    ``_SPARSE_CHUNK_VALUES`` values, one row at the least, whatever the columns."""
+    import scipy.sparse as sp
+
+    from skl_ortgrad.estimators import base
+
+    rng = np.random.default_rng(0)
+    X = sp.random(50, 20_000, density=0.001, format="csr", random_state=0)
+    y = (X @ rng.standard_normal(20_000) > 0).astype(int)
+    model = OnnxSGDClassifier(max_iter=2, tol=None, random_state=0).fit(X, y)
+    expected = model.decision_function(X.toarray())
+    rows_fed = []
+    session = model._session()
+    features = session.get_inputs()[0].name
+
+    class Recording:
+        def __getattr__(self, name):
+            return getattr(session, name)
+
+        def run(self, names, feeds):
+            assert feeds[features].shape[1] == 20_000
+            rows_fed.append(feeds[features].shape[0])
+            return session.run(names, feeds)
+
+    monkeypatch.setattr(type(model), "_session", lambda self: Recording())
+    for limit, rows in ((8 * 20_000, 8), (3, 1)):
+        monkeypatch.setattr(base, "_SPARSE_CHUNK_VALUES", limit)
+        rows_fed.clear()
+        np.testing.assert_allclose(model.decision_function(X), expected, rtol=1e-6)
+        assert rows_fed == [rows] * (50 // rows) + [50 % rows] * (50 % rows > 0)
 
 
 @pytest.mark.parametrize("labels", [
