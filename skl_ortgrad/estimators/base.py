@@ -33,7 +33,8 @@ from skl_ortgrad.estimators.dtype_range import check_dtype_range
 from skl_ortgrad.estimators.finite_input import validate_finite_data
 from skl_ortgrad.exceptions import ConvergenceError
 from skl_ortgrad.gradient.backend import BACKEND_NAMES, resolve_backend
-from skl_ortgrad.graph.cut import select_model_output
+from skl_ortgrad.graph.cut import select_model_input, select_model_output
+from skl_ortgrad.graph.linear import linear_features
 from skl_ortgrad.graph.model import initializers_to_inputs
 from skl_ortgrad.runtime.devices import device_providers, log_severity, parse_device
 from skl_ortgrad.runtime.options import session_options
@@ -170,6 +171,7 @@ class Template:
         # onnxruntime sessions neither pickle nor deep-copy; rebuilt on first use.
         state = self.__dict__.copy()
         state["session"] = None
+        state.pop("after_score", None)
         return state
 
     def copy(self) -> Template:
@@ -608,8 +610,11 @@ class BaseOnnxEstimator(MemoizedParamNames, BaseEstimator, metaclass=ABCMeta):
             dtype=[np.float32, np.float64],
         )
         X = self._graph_input(X, dtype, cast)
-        session = self._session()
         feeds = dict(zip(optimizer.weights_to_train_, optimizer.served_weights(), strict=True))
+        after_score = self._after_score() if hasattr(X, "toarray") else None
+        if after_score is not None:
+            return self._run_from_scores(X, feeds, after_score)
+        session = self._session()
         input_name = session.get_inputs()[0].name
         names = [out.name for out in session.get_outputs()]
         # A sparse matrix is densified chunk by chunk, never whole.
@@ -625,6 +630,48 @@ class BaseOnnxEstimator(MemoizedParamNames, BaseEstimator, metaclass=ABCMeta):
             name: np.concatenate([chunk[i] for chunk in chunks])
             for i, name in enumerate(names)
         }
+
+    def _after_score(self) -> tuple[InferenceSession | None] | None:
+        """Where the template's score is linear in ``X`` (``MatMul``, ``Add``,
+        :func:`~skl_ortgrad.graph.linear.linear_features`), the session of what follows
+        it, as a 1-tuple (None inside when the score is the output); None otherwise.
+
+        Sparse ``X`` is then scored by scipy (:meth:`_run_from_scores`), its work in the
+        stored values, instead of densified for the whole graph (a 5k x 200k matrix with
+        40 values a row: 367 -> 10 ms, measured).
+        """
+        template = self._template_
+        if "after_score" not in template.__dict__:
+            cut = select_model_output(template.model, template.score)
+            found: tuple[InferenceSession | None] | None = None
+            if linear_features(cut, template.weights, single_output=False) is not None:
+                if [o.name for o in template.model.graph.output] == [template.score]:
+                    found = (None,)
+                else:
+                    options = session_options(self.n_threads,
+                                              log_severity(verbose=self.verbose))
+                    found = (cached_session(select_model_input(template.model, template.score),
+                                            options, device_providers(self.device)),)
+            template.after_score = found
+        return template.after_score
+
+    def _run_from_scores(self, X: Any, feeds: dict[str, np.ndarray],
+                         after_score: tuple[InferenceSession | None]) -> dict[str, np.ndarray]:
+        """:meth:`_run` on sparse ``X`` for a linear score: :math:`s = XW + b` by scipy,
+        summed in float64 and rounded to the model's dtype once, then the rest of the
+        graph on ``s``."""
+        template = self._template_
+        coef, intercept = (feeds[name] for name in template.weights)
+        exact = (np.asarray(X.astype(np.float64) @ coef.astype(np.float64))
+                 + intercept.astype(np.float64).reshape(1, -1))
+        scores = exact.astype(coef.dtype)
+        outputs = {template.score: scores}
+        session = after_score[0]
+        if session is not None:
+            names = [out.name for out in session.get_outputs()]
+            outputs.update(zip(names, session.run(names, {template.score: scores}),
+                               strict=True))
+        return outputs
 
     def to_onnx(self) -> onnx.ModelProto:
         """Return the trained ONNX model, ready for onnxruntime inference.

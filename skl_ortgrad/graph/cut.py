@@ -1,4 +1,5 @@
-"""Cutting a model at one of its results."""
+"""Cutting a model at one of its results: what computes it (:func:`select_model_output`),
+or what follows it (:func:`select_model_input`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Hashable
 
 import onnx
 from onnx import ModelProto, NodeProto, ValueInfoProto, helper
+from onnx.utils import Extractor
 
 from skl_ortgrad._cache import BoundedCache
 from skl_ortgrad.graph.dtypes import FLOAT_TYPES
@@ -98,3 +100,28 @@ def _inferred_info(onx: ModelProto, output_name: str) -> ValueInfoProto | None:
     """The type onnx shape inference gives to ``output_name``, if any."""
     inferred = onnx.shape_inference.infer_shapes(onx)
     return next((v for v in inferred.graph.value_info if v.name == output_name), None)
+
+
+def select_model_input(onx: ModelProto, input_name: str) -> ModelProto:
+    """Cut a model so that it starts at ``input_name``: that result in, the model's
+    outputs out, the nodes before it removed.
+
+    Used to serve the outputs of a linear model (labels, probabilities) from scores
+    computed elsewhere (sparse ``X`` times the weights, by scipy).
+
+    Raises
+    ------
+    ValueError
+        If an output needs another input than ``input_name`` (or is ``input_name``).
+    """
+    outputs = [o.name for o in onx.graph.output]
+    if input_name in outputs:
+        raise ValueError(f"{input_name!r} is an output of the model: nothing follows it.")
+    cut = Extractor(onnx.shape_inference.infer_shapes(onx)).extract_model(
+        [input_name], outputs)
+    initialized = {i.name for i in cut.graph.initializer}
+    needed = {name for node in cut.graph.node for name in node.input if name}
+    missing = needed - initialized - {o for node in cut.graph.node for o in node.output}
+    if missing - {input_name}:
+        raise ValueError(f"The outputs after {input_name!r} also need {sorted(missing)}.")
+    return cut

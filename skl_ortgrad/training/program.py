@@ -746,51 +746,6 @@ def linear_program(
     )
 
 
-def linear_features(model: ModelProto, weights: Sequence[str]) -> str | None:
-    r"""The features input of ``model`` if it is the one-output linear model that
-    :func:`linear_program` trains, :math:`s = XW + b` with ``weights`` = ``(W, b)``;
-    None otherwise.
-
-    The graph must be exactly ``MatMul(X, W)`` then ``Add`` of ``b``, optionally followed
-    by a ``Reshape`` to ``[-1, 1]`` (skl2onnx's regressor with ``black_op``; a no-op on
-    an ``[n, 1]`` score), one input, one output, :math:`W` of shape ``[n_features, 1]``
-    and :math:`b` of one element, both initializers. Recognised by structure, not by the
-    estimator that converted it: any other graph needs :func:`generic_program`.
-    """
-    graph = model.graph
-    inits = {init.name: init for init in graph.initializer}
-    if len(weights) != 2 or len(graph.input) != 1 or len(graph.output) != 1:
-        return None
-    coef, intercept = weights
-    nodes = list(graph.node)
-    if any(node.domain not in ("", "ai.onnx") or node.attribute for node in nodes):
-        return None
-    if nodes and nodes[-1].op_type == "Reshape":
-        target = inits.get(nodes[-1].input[1])
-        if target is None or numpy_helper.to_array(target).tolist() != [-1, 1]:
-            return None
-        reshape, nodes = nodes[-1], nodes[:-1]
-    else:
-        reshape = None
-    if [node.op_type for node in nodes] != ["MatMul", "Add"]:
-        return None
-    matmul, add = nodes
-    features = graph.input[0].name
-    score = add.output[0] if reshape is None else reshape.output[0]
-    if (
-        list(matmul.input) != [features, coef]
-        or sorted(add.input) != sorted([matmul.output[0], intercept])
-        or (reshape is not None and reshape.input[0] != add.output[0])
-        or score != graph.output[0].name
-        or coef not in inits or intercept not in inits
-    ):
-        return None
-    coef_dims, intercept_dims = list(inits[coef].dims), list(inits[intercept].dims)
-    if len(coef_dims) != 2 or coef_dims[1] != 1 or int(np.prod(intercept_dims)) != 1:
-        return None
-    return features
-
-
 def _check_steps(steps: int) -> None:
     if int(steps) < 1:
         raise ValueError(f"steps must be >= 1, got {steps}.")

@@ -68,6 +68,7 @@ from skl_ortgrad.gradient.backend import resolve_backend
 from skl_ortgrad.gradient.forward_backward import OrtGradientForwardBackward
 from skl_ortgrad.graph.dtypes import numpy_dtype
 from skl_ortgrad.graph.external import check_external_data
+from skl_ortgrad.graph.linear import linear_features
 from skl_ortgrad.graph.model import OPSET, initializers_to_inputs
 from skl_ortgrad.graph.opset import main_opset
 from skl_ortgrad.graph.shapes import typed_output
@@ -90,7 +91,6 @@ from skl_ortgrad.training.program import (
     SparseLinearProgram,
     StepProgram,
     generic_program,
-    linear_features,
     linear_program,
 )
 from skl_ortgrad.training.progress import (
@@ -1050,7 +1050,7 @@ class Trainer:
         the engine's gradient graph computes, or None.
 
         Its model must be the linear score :math:`s = XW + b` with the trained weights
-        ``(W, b)``, in that order (:func:`~skl_ortgrad.training.program.linear_features`:
+        ``(W, b)``, in that order (:func:`~skl_ortgrad.graph.linear.linear_features`:
         its one input is the features, and the training model's the features, the label
         and possibly the sample weights), the penalty (if any) on :math:`W` alone, the
         loss exactly ``SquareLearningLoss``,

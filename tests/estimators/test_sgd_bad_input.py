@@ -145,32 +145,40 @@ def test_divergence_keeps_last_finite_weights(data):
     assert np.isfinite(model.predict(X)).all()
 
 
-def test_sparse_predict_matches_dense_across_chunks(data, monkeypatch):
+def test_sparse_predict_matches_dense(data):
+    """A linear model scores sparse X with scipy (float64 sums, rounded once to float32),
+    the dense path in the graph (float32 sums): the scores agree to float32 accuracy
+    (the sparse ones are the exact scores rounded), so do the probabilities; the labels
+    are equal."""
     import scipy.sparse as sp
-
-    from skl_ortgrad.estimators import base
 
     X, y = data
     model = OnnxSGDClassifier(loss="log_loss", random_state=0, max_iter=5).fit(X, y)
-    # Chunks of 7 rows: many, a ragged last one.
-    monkeypatch.setattr(base, "_SPARSE_CHUNK_VALUES", 7 * X.shape[1] + 3)
-    np.testing.assert_allclose(
-        model.predict_proba(sp.csr_matrix(X)), model.predict_proba(X), rtol=1e-6)
+    coef, intercept = model.coef_.astype(np.float64), model.intercept_.astype(np.float64)
+    exact = X.astype(np.float32).astype(np.float64) @ coef.T + intercept
+    sparse_scores = model.decision_function(sp.csr_matrix(X))
+    np.testing.assert_array_equal(sparse_scores, exact.astype(np.float32))
+    scale = np.abs(X @ coef.T).max()
+    np.testing.assert_allclose(model.decision_function(X), exact, rtol=0, atol=1e-6 * scale)
+    np.testing.assert_allclose(model.predict_proba(sp.csr_matrix(X)), model.predict_proba(X),
+                               rtol=0, atol=1e-6)
     np.testing.assert_array_equal(model.predict(sp.csr_matrix(X)), model.predict(X))
 
 
 def test_sparse_predict_densifies_a_bounded_number_of_values(monkeypatch):
-    """Wide sparse data (hashed or text features): each densified chunk holds at most
-    ``_SPARSE_CHUNK_VALUES`` values, one row at the least, whatever the columns."""
+    """A graph whose score is not linear in X (an MLP), on wide sparse data: each
+    densified chunk holds at most ``_SPARSE_CHUNK_VALUES`` values, one row at the least,
+    whatever the columns."""
     import scipy.sparse as sp
 
+    from skl_ortgrad import OnnxMLPClassifier
     from skl_ortgrad.estimators import base
 
     rng = np.random.default_rng(0)
     X = sp.random(50, 20_000, density=0.001, format="csr", random_state=0)
     y = (X @ rng.standard_normal(20_000) > 0).astype(int)
-    model = OnnxSGDClassifier(max_iter=2, tol=None, random_state=0).fit(X, y)
-    expected = model.decision_function(X.toarray())
+    model = OnnxMLPClassifier(hidden_layer_sizes=(3,), max_iter=2, random_state=0).fit(X, y)
+    expected = model.predict_proba(X.toarray())
     rows_fed = []
     session = model._session()
     features = session.get_inputs()[0].name
@@ -188,7 +196,7 @@ def test_sparse_predict_densifies_a_bounded_number_of_values(monkeypatch):
     for limit, rows in ((8 * 20_000, 8), (3, 1)):
         monkeypatch.setattr(base, "_SPARSE_CHUNK_VALUES", limit)
         rows_fed.clear()
-        np.testing.assert_allclose(model.decision_function(X), expected, rtol=1e-6)
+        np.testing.assert_allclose(model.predict_proba(X), expected, rtol=1e-6)
         assert rows_fed == [rows] * (50 // rows) + [50 % rows] * (50 % rows > 0)
 
 
