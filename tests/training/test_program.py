@@ -422,6 +422,16 @@ def test_program_graphs():
     assert body(linear_program("hinge", N_FEATURES, 8, BATCH)).count("Gemm") == 3
     sparse_body = body(linear_program("hinge", N_FEATURES, 8, BATCH, sparse=True))
     assert sparse_body.count("Gemm") == 1 and sparse_body.count("ScatterND") == 1
+    # Sparse with L2 alone: W = a V, the decay on the scale a (two scalar nodes and a
+    # division by it; no Mul of the whole of W per step), a V once after the steps.
+    scaled = linear_program("squared_error", N_FEATURES, 8, BATCH, l2=True, sparse=True)
+    onnx.checker.check_model(scaled.model, full_check=True)
+    assert len(body(scaled)) == 9 + 3 and "Div" in body(scaled)
+    assert [node.op_type for node in scaled.model.graph.node] == ["Scan", "Mul"]
+    assert "scale" in {i.name for i in scaled.model.graph.initializer}
+    assert [i.name for i in scaled.model.graph.input][:2] == ["coef", "intercept"]
+    assert [o.name for o in scaled.model.graph.output] == ["new_coef", "new_intercept",
+                                                           "values"]
     program = linear_program("squared_error", N_FEATURES, 8, BATCH, l2=True)
     decay = {name: shape for name, kind, shape in program.scalars}
     assert list(decay.values()) == [(1, 1)]  # rank-matched with the [1, d] weights
