@@ -152,8 +152,7 @@ class MiniBatchLoader:
             # Where each buffer holds a stored value: the next batch zeroes only those.
             self._written: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._order = np.arange(self.n_rows)
-        if self._sparse:
-            self._sparse_rows = _csr_rows(self._sources[0], self._order)
+        self._lay_out_unshuffled()
         self._pending = False
         self.generation = 0
         self._feeds: _LazyFeeds | None = None
@@ -199,11 +198,16 @@ class MiniBatchLoader:
         if not fits:
             return False
         self._sources, self._dense = sources, dense
-        if self._sparse:
-            self._sparse_rows = _csr_rows(self._sources[0], self._order)
+        self._lay_out_unshuffled()
         self.generation += 1
         self._update_scales()
         return True
+
+    def _lay_out_unshuffled(self) -> None:
+        """Sparse features served in their order: their layout, once per arrays (a
+        shuffling loader lays them out at every permutation instead)."""
+        if self._sparse and not self.shuffle:
+            self._sparse_rows = _csr_rows(self._sources[0], self._order)
 
     def _fill_sparse(self, index: int) -> None:
         start, stop = self._bounds[index]

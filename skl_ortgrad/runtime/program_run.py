@@ -82,8 +82,9 @@ class ProgramRun:
     def _add(self, feeds: dict[str, np.ndarray], fetches: dict[str, np.ndarray]) -> None:
         for arrays, vectors, names in ((feeds, self._feeds, self._inputs),
                                        (fetches, self._fetches, self._outputs)):
-            self._views.extend(arrays[name] for name in names)
-            vectors.append(self._vector([arrays[name] for name in names]))
+            ordered = [arrays[name] for name in names]
+            self._views.extend(ordered)
+            vectors.append(self._vector(ordered))
 
     def _vector(self, arrays: list[np.ndarray]) -> OrtValueVector:
         """OrtValues over ``arrays``, which must outlive the vector's use."""
@@ -149,15 +150,7 @@ class LinearProgramRun(ProgramRun):
 
     def __init__(self, program: Any, session: InferenceSession,
                  loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:
-        self._start(program, session, weights, len(loader.rows))
-        size, n = self.n_batches * program.batch_rows, loader.n_rows
-        # Padding rows: index 0, target 0, step weight 0, loss weight 0.
-        self.per_row = {"rows": np.zeros(size, dtype=np.int64),
-                        "target": np.zeros(size, dtype=program.dtype),
-                        "step_weight": np.zeros(size, dtype=program.dtype)}
-        self._loss_weights = np.zeros(size, dtype=program.dtype)
-        self._loss_weights[:n] = 1.0
-        self._values = np.empty(size, dtype=program.dtype)
+        self._start_rows(program, session, loader, weights)
         self._source, self._generation = loader.features, loader.generation
         # Gather needs C order; a loader's features are usually already (no copy).
         self._features = np.ascontiguousarray(self._source)
@@ -165,6 +158,20 @@ class LinearProgramRun(ProgramRun):
             self._add(program.feeds(self._features, self.per_row, self.table, weights,
                                     first, count),
                       program.fetches(self._values, self.new_weights, first, count))
+
+    def _start_rows(self, program: Any, session: InferenceSession, loader: MiniBatchLoader,
+                    weights: list[np.ndarray]) -> None:
+        """:meth:`_start` over every batch of the epoch, and the per-row buffers of the
+        program's :attr:`~skl_ortgrad.training.program.LinearProgram.per_row` inputs, the
+        loss weights and the values. Padding rows: index 0, target 0, step weight 0, loss
+        weight 0."""
+        self._start(program, session, weights, len(loader.rows))
+        size, n = self.n_batches * program.batch_rows, loader.n_rows
+        self.per_row = {name: np.zeros(size, dtype=np.int64 if name == "rows"
+                                       else program.dtype) for name in program.per_row}
+        self._loss_weights = np.zeros(size, dtype=program.dtype)
+        self._loss_weights[:n] = 1.0
+        self._values = np.empty(size, dtype=program.dtype)
 
     def fits(self, loader: MiniBatchLoader) -> bool:
         # The same features: read in place, or copied for this call (arrays refilled in
@@ -207,13 +214,8 @@ class SparseLinearProgramRun(LinearProgramRun):
 
     def __init__(self, program: Any, session: InferenceSession,
                  loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:
-        self._start(program, session, weights, len(loader.rows))
-        size, n = self.n_batches * program.batch_rows, loader.n_rows
-        # Padding rows: target 0, step weight 0, loss weight 0, no stored value.
-        self.per_row = {name: np.zeros(size, dtype=program.dtype) for name in program.per_row}
-        self._loss_weights = np.zeros(size, dtype=program.dtype)
-        self._loss_weights[:n] = 1.0
-        self._values = np.empty(size, dtype=program.dtype)
+        # Padding rows store no value (_stored).
+        self._start_rows(program, session, loader, weights)
         self._loader = loader
 
     def fits(self, loader: MiniBatchLoader) -> bool:

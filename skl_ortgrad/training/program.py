@@ -352,9 +352,15 @@ class LinearProgram(_ScalarInputs):
         """The inputs of the call running batches ``first .. first + count - 1``, as
         views: ``features`` (the whole dataset, C-contiguous), ``per_row`` (the epoch's
         :attr:`per_row` arrays), ``table`` (:func:`scalar_table`), the ``weights``."""
+        return {self.features: features,
+                **self._step_feeds(per_row, table, weights, first, count)}
+
+    def _step_feeds(self, per_row: dict[str, np.ndarray], table: dict[str, np.ndarray],
+                    weights: Sequence[np.ndarray], first: int, count: int,
+                    ) -> dict[str, np.ndarray]:
+        """The weights, and the per-row and per-step inputs of the call, as views."""
         b = self.batch_rows
         result = dict(zip(self.weights, _views(weights, self.weight_shapes), strict=True))
-        result[self.features] = features
         for name in self.per_row:
             shape = (count, b) if name == "rows" else (count, 1, b)
             result[name] = per_row[name][first * b:(first + count) * b].reshape(shape)
@@ -401,14 +407,9 @@ class SparseLinearProgram(LinearProgram):
         ``columns`` (int64) and ``values`` of shape ``[count, width, b]`` (the stored
         values of row ``i`` of step ``j`` down ``[j, :, i]``, padded with column 0 and
         value 0), the epoch's ``per_row`` arrays and ``table``, the ``weights``."""
-        b = self.batch_rows
-        result = dict(zip(self.weights, _views(weights, self.weight_shapes), strict=True))
-        result.update(zip(self.stored, (columns, columns[..., None], values, -values),
-                          strict=True))
-        for name in self.per_row:
-            result[name] = per_row[name][first * b:(first + count) * b].reshape(count, 1, b)
-        result.update({name: table[name][first:first + count] for name, _, _ in self.scalars})
-        return result
+        return {**dict(zip(self.stored, (columns, columns[..., None], values, -values),
+                           strict=True)),
+                **self._step_feeds(per_row, table, weights, first, count)}
 
 
 def _views(weights: Sequence[np.ndarray], shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:

@@ -211,6 +211,13 @@ _PROGRAM_PIECES = {
 PROGRAMS: BoundedCache[tuple[Any, InferenceSession] | None] = BoundedCache(64)
 
 
+#: The runtime's binding of each kind of program.
+_BINDINGS: dict[type, type[ProgramRun]] = {
+    StepProgram: ProgramRun, LinearProgram: LinearProgramRun,
+    SparseLinearProgram: SparseLinearProgramRun,
+}
+
+
 def _linear_steps(batch_rows: int, n_features: int, most: int, least: int) -> int:
     """Batches per call of the linear program: the largest power of two up to ``most``
     (``_LINEAR_STEPS``) whose chunk reads at most ``_LINEAR_CHUNK_VALUES`` feature
@@ -988,9 +995,7 @@ class Trainer:
         if bound is None or bound[0] is not loader or bound[1] != key or not bound[2].fits(
                 loader) or not bound[2].binds(arrays):
             program, session = programs[key]
-            run = (SparseLinearProgramRun if isinstance(program, SparseLinearProgram)
-                   else LinearProgramRun if isinstance(program, LinearProgram) else ProgramRun)
-            bound = loader, key, run(program, session, loader, arrays)
+            bound = loader, key, _BINDINGS[type(program)](program, session, loader, arrays)
             self._program_binding = bound
         return bound[2]
 
