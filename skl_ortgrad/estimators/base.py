@@ -23,7 +23,6 @@ from sklearn.base import BaseEstimator, is_classifier
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.model_selection import train_test_split
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
@@ -38,7 +37,8 @@ from skl_ortgrad.graph.linear import linear_features
 from skl_ortgrad.graph.model import initializers_to_inputs
 from skl_ortgrad.runtime.devices import device_providers, log_severity, parse_device
 from skl_ortgrad.runtime.options import session_options
-from skl_ortgrad.runtime.sessions import cached_session
+from skl_ortgrad.runtime.random_state import check_random_state
+from skl_ortgrad.runtime.sessions import cached_session, io_names
 from skl_ortgrad.training.snapshot import OptimizerSnapshot
 from skl_ortgrad.training.trainer import Trainer
 
@@ -615,8 +615,8 @@ class BaseOnnxEstimator(MemoizedParamNames, BaseEstimator, metaclass=ABCMeta):
         if after_score is not None:
             return self._run_from_scores(X, feeds, after_score)
         session = self._session()
-        input_name = session.get_inputs()[0].name
-        names = [out.name for out in session.get_outputs()]
+        inputs, names = io_names(session)
+        input_name = inputs[0]
         # A sparse matrix is densified chunk by chunk, never whole.
         step = (max(1, _SPARSE_CHUNK_VALUES // max(1, X.shape[1])) if hasattr(X, "toarray")
                 else max(1, X.shape[0]))
@@ -668,7 +668,7 @@ class BaseOnnxEstimator(MemoizedParamNames, BaseEstimator, metaclass=ABCMeta):
         outputs = {template.score: scores}
         session = after_score[0]
         if session is not None:
-            names = [out.name for out in session.get_outputs()]
+            names = io_names(session)[1]
             outputs.update(zip(names, session.run(names, {template.score: scores}),
                                strict=True))
         return outputs

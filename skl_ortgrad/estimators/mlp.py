@@ -18,7 +18,6 @@ from onnx import numpy_helper
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.preprocessing import LabelBinarizer
-from sklearn.utils import check_random_state
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -26,6 +25,7 @@ from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, numeric_tar
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
 from skl_ortgrad.estimators.conversion import convert_model
 from skl_ortgrad.graph.weights import get_train_initializer
+from skl_ortgrad.runtime.random_state import check_random_state
 from skl_ortgrad.training.lbfgs import fit_lbfgs
 from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
 from skl_ortgrad.training.sgd_learning_loss import (

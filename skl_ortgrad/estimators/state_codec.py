@@ -45,6 +45,7 @@ from sklearn.linear_model import (
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.preprocessing import LabelBinarizer
 
+from skl_ortgrad.runtime.random_state import blank_random_state
 from skl_ortgrad.training.base_learning import BaseLearningObject
 
 #: The scikit-learn models an estimator may wrap (``OnnxGradient*``) and still be saved:
@@ -317,7 +318,7 @@ class StateDecoder:
     def _random_state(self, value: dict, where: str) -> np.random.RandomState:
         self._fields(value, {"$random_state"}, where)
         state = self.decode(value["$random_state"], where)
-        rng = np.random.RandomState()
+        rng = blank_random_state()
         try:
             rng.set_state(tuple(state))
         except (TypeError, ValueError, IndexError) as exc:

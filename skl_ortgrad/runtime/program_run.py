@@ -19,6 +19,7 @@ from onnxruntime import InferenceSession, RunOptions
 from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
 
 from skl_ortgrad.runtime.batches import MiniBatchLoader
+from skl_ortgrad.runtime.sessions import io_names
 
 
 class ProgramRun:
@@ -68,9 +69,10 @@ class ProgramRun:
                        for first in range(0, n_batches, program.steps)]
         self.weights = list(weights)
         self.new_weights = [np.empty_like(w) for w in weights]
-        self.table = program.scalar_table(np.zeros(n_batches), np.zeros(n_batches))
-        self._inputs = [i.name for i in session.get_inputs()]
-        self._outputs = [o.name for o in session.get_outputs()]
+        # Written by every schedule.
+        self.table = {name: np.empty((n_batches, *shape), dtype=program.dtype)
+                      for name, _, shape in program.scalars}
+        self._inputs, self._outputs = io_names(session)
         self._cpu = OrtDevice(OrtDevice.cpu(), OrtDevice.default_memory(), 0)
         self._devices = [self._cpu] * len(self._outputs)
         # OrtValue borrows numpy memory without holding a reference: keep the views.

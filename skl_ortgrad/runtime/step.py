@@ -26,7 +26,7 @@ from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
 
 from skl_ortgrad.graph.dtypes import numpy_dtype
 from skl_ortgrad.runtime.buffers import packed_zeros
-from skl_ortgrad.runtime.sessions import cached_session
+from skl_ortgrad.runtime.sessions import cached_session, io_names
 
 
 class OrtGradientStep:
@@ -76,8 +76,7 @@ class OrtGradientStep:
         # Shared with every step of the same graph (cached_session): only the output
         # buffers and run options below belong to this step.
         self._session = cached_session(fused_model, sess_options, providers, provider_options)
-        self.feed_names = [feed.name for feed in self._session.get_inputs()]
-        self.fetch_names = [fetch.name for fetch in self._session.get_outputs()]
+        self.feed_names, self.fetch_names = io_names(self._session)
         dtypes = {
             out.name: numpy_dtype(out.type.tensor_type.elem_type)
             for out in fused_model.graph.output

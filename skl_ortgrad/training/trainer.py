@@ -58,7 +58,6 @@ from onnx import numpy_helper
 from onnxruntime import InferenceSession
 from onnxruntime.capi._pybind_state import OrtValue
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
 
 from skl_ortgrad import _version
 from skl_ortgrad._cache import BoundedCache
@@ -83,6 +82,7 @@ from skl_ortgrad.runtime.program_run import (
     ProgramRun,
     SparseLinearProgramRun,
 )
+from skl_ortgrad.runtime.random_state import check_random_state
 from skl_ortgrad.runtime.sessions import cached_session
 from skl_ortgrad.runtime.step import OrtGradientStep
 from skl_ortgrad.training.interrupt import DeferredInterrupt

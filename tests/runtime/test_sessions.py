@@ -16,7 +16,7 @@ from sklearn.preprocessing import StandardScaler
 from skl_ortgrad import OnnxSGDClassifier
 from skl_ortgrad._cache import BoundedCache, Unfreezable, digest, freeze
 from skl_ortgrad.runtime.options import options_key, session_options
-from skl_ortgrad.runtime.sessions import SESSIONS, cached_session
+from skl_ortgrad.runtime.sessions import SESSIONS, cached_session, io_names
 
 CPU = ["CPUExecutionProvider"]
 
@@ -222,3 +222,16 @@ def test_pickle_and_deepcopy_after_fit_predict_the_same(breast_cancer):
         restored.partial_fit(X, y)
         again.partial_fit(X, y)
         np.testing.assert_array_equal(restored.coef_, again.coef_)
+
+
+def test_io_names_read_once_per_session():
+    session = cached_session(_add_model(3.0), session_options(1), CPU)
+    names = io_names(session)
+    assert names == (["x"], ["y"])
+    assert io_names(session) is names
+    two_outputs = helper.make_model(helper.make_graph(
+        [helper.make_node("Add", ["a", "a"], ["s"]), helper.make_node("Mul", ["a", "a"], ["p"])],
+        "two", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1]) for name in ("p", "s")]),
+        opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    assert io_names(cached_session(two_outputs, session_options(1), CPU)) == (["a"], ["p", "s"])
