@@ -62,15 +62,16 @@ class ProgramRun:
                                       count))
 
     def _start(self, program: Any, session: InferenceSession, weights: list[np.ndarray],
-               n_batches: int) -> None:
-        """The chunks of ``n_batches`` batches, the buffers, no feeds yet."""
+               n_batches: int, epochs: int = 1) -> None:
+        """The chunks of ``n_batches`` batches, the buffers (the scalar table for
+        ``epochs`` epochs), no feeds yet."""
         self.program, self._session, self.n_batches = program, session, n_batches
         self.chunks = [(first, min(program.steps, n_batches - first))
                        for first in range(0, n_batches, program.steps)]
         self.weights = list(weights)
         self.new_weights = [np.empty_like(w) for w in weights]
         # Written by every schedule.
-        self.table = {name: np.empty((n_batches, *shape), dtype=program.dtype)
+        self.table = {name: np.empty((epochs * n_batches, *shape), dtype=program.dtype)
                       for name, _, shape in program.scalars}
         self._inputs, self._outputs = io_names(session)
         self._cpu = OrtDevice(OrtDevice.cpu(), OrtDevice.default_memory(), 0)
@@ -114,10 +115,15 @@ class ProgramRun:
         threshold (``l1``, ``l2``, ``rows``: the elastic penalty's, zeros without), and
         the update rule's ``extra`` ones (one value per batch of the epoch)."""
         n = self.n_batches
-        extra = {kind: column[:n] for kind, column in (extra or {}).items()}
-        table = self.program.scalar_table(etas[:n], loader.scales[:n], l1, l2, rows, extra)
+        self._write_table(etas[:n], loader.scales[:n], l1, l2, rows,
+                          {kind: column[:n] for kind, column in (extra or {}).items()})
+
+    def _write_table(self, etas: np.ndarray, scales: np.ndarray, l1: float, l2: float,
+                     rows: int, extra: dict[str, np.ndarray]) -> None:
+        """The scalars of the first ``len(etas)`` steps."""
+        table = self.program.scalar_table(etas, scales, l1, l2, rows, extra)
         for name, column in table.items():
-            np.copyto(self.table[name], column)
+            np.copyto(self.table[name][:len(column)], column)
 
     def run(self, chunk: int) -> None:
         """Run chunk ``chunk``: the weights after its last batch into ``new_weights``."""
@@ -146,34 +152,61 @@ class LinearProgramRun(ProgramRun):
     the per-row inputs: the rows, the targets and the step weights
     :math:`c_i = \eta_j \sigma_j s_i` (the schedule's rate times the batch's output
     gradient, times the row's sample weight).
+
+    An epoch of a small dataset is a few dozen steps, and the Python work around its call
+    (schedule, losses, checks) costs as much as the call: up to :attr:`epochs_per_call`
+    epochs (as many as fit in :attr:`GROUP_STEPS` steps) also run as one call, laid out
+    one after the other (:meth:`lay_out` each, then :meth:`schedule_epochs`,
+    :meth:`run_epochs`, :meth:`epoch_losses`).
     """
 
     needs_features = False
+    #: Steps of one call running several epochs: about 0.6 ms at 30 features (4.7 µs a
+    #: step, measured on breast cancer), so Ctrl-C, honoured between calls, stays
+    #: immediate.
+    GROUP_STEPS = 128
 
     def __init__(self, program: Any, session: InferenceSession,
                  loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:
-        self._start_rows(program, session, loader, weights)
+        self._start_rows(program, session, loader, weights,
+                         max(1, self.GROUP_STEPS // len(loader.rows)))
         self._source, self._generation = loader.features, loader.generation
         # Gather needs C order; a loader's features are usually already (no copy).
         self._features = np.ascontiguousarray(self._source)
         for first, count in self.chunks:
-            self._add(program.feeds(self._features, self.per_row, self.table, weights,
-                                    first, count),
-                      program.fetches(self._values, self.new_weights, first, count))
+            self._add(*self._call(first, count))
+        self._epoch_vectors: dict[int, tuple[OrtValueVector, OrtValueVector]] = {}
+
+    def _call(self, first: int, count: int) -> tuple[dict[str, np.ndarray],
+                                                     dict[str, np.ndarray]]:
+        """The feeds and fetches of the call running steps ``first .. first + count -
+        1`` of the laid-out epochs."""
+        return (self.program.feeds(self._features, self.per_row, self.table, self.weights,
+                                   first, count),
+                self.program.fetches(self._values, self.new_weights, first, count))
 
     def _start_rows(self, program: Any, session: InferenceSession, loader: MiniBatchLoader,
-                    weights: list[np.ndarray]) -> None:
+                    weights: list[np.ndarray], epochs: int = 1) -> None:
         """:meth:`_start` over every batch of the epoch, and the per-row buffers of the
         program's :attr:`~skl_ortgrad.training.program.LinearProgram.per_row` inputs, the
-        loss weights and the values. Padding rows: index 0, target 0, step weight 0, loss
-        weight 0."""
-        self._start(program, session, weights, len(loader.rows))
-        size, n = self.n_batches * program.batch_rows, loader.n_rows
+        loss weights and the values, for ``epochs`` epochs one after the other. Padding
+        rows: index 0, target 0, step weight 0, loss weight 0."""
+        self._start(program, session, weights, len(loader.rows), epochs)
+        self.epochs_per_call = epochs
+        self._epoch_rows, self._n_rows = self.n_batches * program.batch_rows, loader.n_rows
+        size, n = epochs * self._epoch_rows, loader.n_rows
         self.per_row = {name: np.zeros(size, dtype=np.int64 if name == "rows"
                                        else program.dtype) for name in program.per_row}
         self._loss_weights = np.zeros(size, dtype=program.dtype)
-        self._loss_weights[:n] = 1.0
+        self._by_epoch(self._loss_weights, epochs)[:, :n] = 1.0
         self._values = np.empty(size, dtype=program.dtype)
+        self._scales = np.empty(epochs * self.n_batches, dtype=loader.scales.dtype)
+        self._weighted = False
+
+    def _by_epoch(self, array: np.ndarray, epochs: int) -> np.ndarray:
+        """The rows of the first ``epochs`` laid-out epochs of a per-row ``array``, one
+        epoch a row (a view)."""
+        return array[:epochs * self._epoch_rows].reshape(epochs, self._epoch_rows)
 
     def fits(self, loader: MiniBatchLoader) -> bool:
         # The same features: read in place, or copied for this call (arrays refilled in
@@ -183,19 +216,58 @@ class LinearProgramRun(ProgramRun):
 
     def schedule(self, etas: np.ndarray, loader: MiniBatchLoader, l1: float, l2: float,
                  rows: int, extra: dict[str, np.ndarray] | None = None) -> None:
-        program, b, n = self.program, self.program.batch_rows, loader.n_rows
-        super().schedule(etas, loader, l1, l2, rows, extra)
+        self.lay_out(loader)
+        self.schedule_epochs(etas, l1, l2, rows, extra, epochs=1)
+
+    def lay_out(self, loader: MiniBatchLoader, epoch: int = 0) -> None:
+        """Write the loader's current epoch (its order, labels, sample weights and batch
+        scales) as laid-out epoch ``epoch``: the per-row inputs but the step weights."""
+        n, offset = loader.n_rows, epoch * self._epoch_rows
         if "rows" in self.per_row:
-            self.per_row["rows"][:n] = loader.order
+            self.per_row["rows"][offset:offset + n] = loader.order
         # Dense features come first; sparse ones are not among the buffers.
         labels, *weights = loader.per_row[0 if loader.sparse else 1:]
-        target = self.per_row["target"][:n]
-        program.targets(labels.reshape(-1), target)
-        rates = np.repeat(etas * loader.scales, b)[:n]
+        self.program.targets(labels.reshape(-1), self.per_row["target"][offset:offset + n])
+        self._weighted = bool(weights)
         if weights:
-            np.multiply(rates, weights[0], out=rates)
-            self._loss_weights[:n] = weights[0]
-        program.step_weights(rates, target, self.per_row["step_weight"][:n])
+            self._loss_weights[offset:offset + n] = weights[0]
+        self._scales[epoch * self.n_batches:(epoch + 1) * self.n_batches] = loader.scales
+
+    def schedule_epochs(self, etas: np.ndarray, l1: float, l2: float, rows: int,
+                        extra: dict[str, np.ndarray] | None = None, epochs: int = 1) -> None:
+        """Write the per-step scalars and the step weights of the first ``epochs``
+        laid-out epochs: ``etas`` (and the ``extra`` scalars) hold one value per batch of
+        each, epoch after epoch; ``l1``, ``l2``, ``rows`` as :meth:`ProgramRun.schedule`."""
+        program, n = self.program, self._n_rows
+        scales = self._scales[:epochs * self.n_batches]
+        self._write_table(etas, scales, l1, l2, rows, extra or {})
+        rates = self._by_epoch(np.repeat(etas * scales, program.batch_rows), epochs)[:, :n]
+        target = self._by_epoch(self.per_row["target"], epochs)[:, :n]
+        if self._weighted:
+            np.multiply(rates, self._by_epoch(self._loss_weights, epochs)[:, :n], out=rates)
+        program.step_weights(rates, target,
+                             self._by_epoch(self.per_row["step_weight"], epochs)[:, :n])
+
+    def run_epochs(self, epochs: int) -> None:
+        """Run the first ``epochs`` laid-out epochs in one call: the weights after the
+        last one into ``new_weights``."""
+        if epochs not in self._epoch_vectors:
+            feeds, fetches = self._call(0, epochs * self.n_batches)
+            self._views.extend([*feeds.values(), *fetches.values()])
+            self._epoch_vectors[epochs] = (
+                self._vector([feeds[name] for name in self._inputs]),
+                self._vector([fetches[name] for name in self._outputs]))
+        self._session._sess.run_with_ortvaluevector(
+            self._run_options, self._inputs, self._epoch_vectors[epochs][0], self._outputs,
+            self._epoch_vectors[epochs][1], self._devices,
+        )
+
+    def epoch_losses(self, epochs: int) -> np.ndarray:
+        """The loss sums of the batches of the first ``epochs`` laid-out epochs, once
+        they ran: shape ``(epochs, n_batches)``."""
+        rows = slice(0, epochs * self._epoch_rows)
+        return self.program.losses(self._values[rows], self.per_row["target"][rows],
+                                   self._loss_weights[rows]).reshape(epochs, self.n_batches)
 
     def losses(self, chunk: int) -> list[float]:
         first, count = self.chunks[chunk]

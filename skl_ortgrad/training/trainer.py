@@ -706,29 +706,46 @@ class Trainer:
             self.verbose, epochs, partial, len(self.train_losses_) + 1, arrays[0].shape[0]
         )
         self.epochs_completed_ = epoch = 0
+        # Losses of epochs already run together (_epoch_group), not yet taken into account.
+        ran: list[float] = []
+        # Epochs to run one by one after a group that did not end finite.
+        alone = 0
         # Any other exception (a failing learning-rate object...) keeps this reason.
         reason = "stopped by an exception"
         try:
             with DeferredInterrupt() as interrupt:
                 for epoch in range(epochs):
-                    snapshot = self.get_checkpoint()
-                    try:
-                        loss = self._epoch(weighted, loader, interrupt, program)
-                    except _Diverged as diverged:
-                        self.set_checkpoint(snapshot)
-                        reason = DIVERGED
-                        self._diverged(diverged)
-                        return epoch
-                    except _TornUpdate as torn:
-                        # The exception hit the middle of an update: some weights may have
-                        # moved, others not. Back to the start of the epoch, a consistent
-                        # state.
-                        self.set_checkpoint(snapshot)
-                        raise torn.__cause__ from None
+                    if not ran:
+                        snapshot = self.get_checkpoint()
+                        group = 1 if alone else self._group_size(
+                            program, epochs - epoch, no_improvement, X_val, progress)
+                        alone = max(0, alone - 1)
+                        if group > 1:
+                            if interrupt.pending:
+                                raise KeyboardInterrupt
+                            ran = self._epoch_group(group, loader, program)
+                            alone = 0 if ran else group - 1
+                    if ran:
+                        loss = ran.pop(0)
+                    else:
+                        try:
+                            loss = self._epoch(weighted, loader, interrupt, program)
+                        except _Diverged as diverged:
+                            self.set_checkpoint(snapshot)
+                            reason = DIVERGED
+                            self._diverged(diverged)
+                            return epoch
+                        except _TornUpdate as torn:
+                            # The exception hit the middle of an update: some weights may
+                            # have moved, others not. Back to the start of the epoch, a
+                            # consistent state.
+                            self.set_checkpoint(snapshot)
+                            raise torn.__cause__ from None
                     self.train_losses_.append(loss)
                     self.epochs_completed_ = epoch + 1
-                    if interrupt.pending:
-                        # Ctrl-C during the last batch of the epoch: the epoch is complete.
+                    if interrupt.pending and not ran:
+                        # Ctrl-C during the last batch of the epoch (of a group: its epochs
+                        # are complete): the epoch is complete.
                         raise KeyboardInterrupt
                     monitored = loss
                     if X_val is not None and (
@@ -772,6 +789,68 @@ class Trainer:
             raise
         finally:
             progress.close(reason, self.epochs_completed_)
+
+    def _group_size(self, program: ProgramRun | None, remaining: int, no_improvement: int,
+                    X_val: Any, progress: TrainingProgress) -> int:
+        """How many of the next epochs run in one call (:meth:`_epoch_group`): 1, unless
+        the dense linear program holds several epochs of this data
+        (:attr:`~skl_ortgrad.runtime.program_run.LinearProgramRun.epochs_per_call`),
+        nothing is reported per epoch (silent, no validation), and then only as many as
+        end before the ``tol`` rule could stop (or the rate react to a plateau): it can
+        fire at the group's last epoch at the earliest, as after single epochs."""
+        if (type(program) is not LinearProgramRun or X_val is not None
+                or not progress.silent):
+            return 1
+        group = min(remaining, program.epochs_per_call)
+        if self.tol is not None:
+            group = min(group, math.ceil(self.n_iter_no_change - no_improvement))
+        return max(1, group)
+
+    def _epoch_group(self, epochs: int, loader: MiniBatchLoader,
+                     program: LinearProgramRun) -> list[float]:
+        """Run ``epochs`` epochs in one call of the linear program; return their mean
+        losses, or ``[]`` with nothing changed but the loader.
+
+        Each epoch draws its permutation and is laid out as :meth:`_epoch` lays it out,
+        and the call computes each step as that epoch's call would: the same weights,
+        ``t_`` and losses, bit for bit. The schedule, the losses and the checks are
+        computed once for the group (the Python work around an epoch's call costs as
+        much as the call on a small dataset). When a loss or the new weights are not
+        finite, nothing is kept and the generator goes back to its state before the
+        group: the caller runs those epochs one by one, which stop where the per-epoch
+        path stops, with its message.
+        """
+        rate = self.learning_rate_
+        generator = loader.random_state.get_state() if loader.shuffle else None
+        rows = sum(loader.rows)
+        ts = self.t_ + (np.arange(epochs)[:, None] * rows + loader.starts).ravel()
+        etas = rate.schedule(ts) * rate.eta_factor(self.lr_state_)
+        weight_sums = []
+        for epoch in range(epochs):
+            loader.epoch(features=False)
+            program.lay_out(loader, epoch)
+            weight_sums.append(float(loader.totals.sum()))
+        program.schedule_epochs(etas, *self._penalty_scalars(),
+                                rate.step_scalars(etas, self.lr_state_), epochs)
+        program.run_epochs(epochs)
+        losses = program.epoch_losses(epochs)
+        if not (np.isfinite(losses).all()
+                and all(np.isfinite(w).all() for w in program.new_weights)):
+            if generator is not None:
+                loader.random_state.set_state(generator)
+            return []
+        for array, new in zip(program.weights, program.new_weights, strict=True):
+            np.copyto(array, new)
+        rate.advance_state(self.lr_state_, epochs * program.n_batches)
+        self.t_ += epochs * rows
+        means = []
+        for batch_losses, weight_sum in zip(losses.tolist(), weight_sums, strict=True):
+            # Summed in the order _epoch sums them.
+            total = 0.0
+            for loss in batch_losses:
+                total += loss
+            means.append(_batch_mean(total, weight_sum))
+        return means
 
     def _reduce_on_plateau(self) -> bool:
         """Let the learning rate react to a plateau (scikit-learn's 'adaptive' divides
@@ -882,11 +961,9 @@ class Trainer:
             if program is None:
                 batches(0, len(rows))
             else:
-                penalty, rate = self.learning_penalty_, self.learning_rate_
-                program.schedule(eta_array, loader, *(
-                    (float(penalty.l1), float(penalty.l2), int(penalty.rows))
-                    if isinstance(penalty, ElasticLearningPenalty) else (0.0, 0.0, 1)),
-                    rate.step_scalars(eta_array, self.lr_state_))
+                rate = self.learning_rate_
+                program.schedule(eta_array, loader, *self._penalty_scalars(),
+                                 rate.step_scalars(eta_array, self.lr_state_))
                 for chunk, (first, count) in enumerate(program.chunks):
                     if interrupt.pending:
                         raise KeyboardInterrupt
@@ -920,6 +997,14 @@ class Trainer:
             raise _Diverged(len(rows) - 1, np.inf, etas[-1], last, what="the weights are")
         weight_sum = float(totals.sum())
         return total / weight_sum if weight_sum else 0.0
+
+    def _penalty_scalars(self) -> tuple[float, float, int]:
+        """The elastic penalty's ``l1``, ``l2`` and ``rows`` a program's schedule takes
+        (no decay, no threshold without it)."""
+        penalty = self.learning_penalty_
+        if isinstance(penalty, ElasticLearningPenalty):
+            return float(penalty.l1), float(penalty.l2), int(penalty.rows)
+        return 0.0, 0.0, 1
 
     def _per_batch_pieces(self, weighted: bool,
                           rows: list[int]) -> tuple[list[Any], np.ndarray, Any, Any]:

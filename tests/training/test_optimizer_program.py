@@ -33,7 +33,11 @@ from skl_ortgrad import (
     OnnxSGDRegressor,
     SquareLearningLoss,
 )
-from skl_ortgrad.runtime.program_run import ProgramRun, SparseLinearProgramRun
+from skl_ortgrad.runtime.program_run import (
+    LinearProgramRun,
+    ProgramRun,
+    SparseLinearProgramRun,
+)
 from skl_ortgrad.runtime.step import OrtGradientStep
 from skl_ortgrad.training import trainer
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
@@ -68,10 +72,11 @@ def fresh_programs():
 
 @pytest.fixture
 def chunks(monkeypatch):
-    """Programs of ``STEPS`` batches (several chunks per epoch, a shorter last one), and
-    the list of their calls."""
+    """Programs of ``STEPS`` batches (several chunks per epoch, a shorter last one), one
+    epoch per call, and the list of their calls."""
     monkeypatch.setattr(trainer, "_PROGRAM_STEPS", STEPS)
     monkeypatch.setattr(trainer, "_LINEAR_STEPS", STEPS)
+    monkeypatch.setattr(LinearProgramRun, "GROUP_STEPS", 0)
     calls = []
     original = ProgramRun.run
 

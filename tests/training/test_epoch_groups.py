@@ -1,0 +1,224 @@
+"""Several epochs of a small dataset in one call of the linear program (the trainer's
+``_epoch_group``) against the same epochs one call each (``GROUP_STEPS = 0``): the same
+weights, ``t_``, ``n_iter_``, loss curve and generator state, bit for bit; groups end
+where the ``tol`` rule could stop; a divergence, non-finite weights or Ctrl-C in a group
+leave the state the epochs one by one leave."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from skl_ortgrad import ConvergenceError, OnnxSGDClassifier, OnnxSGDRegressor
+from skl_ortgrad.runtime.program_run import LinearProgramRun
+from skl_ortgrad.training import trainer
+from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
+
+#: 200 rows at batch 32: 7 batches an epoch (the last of 8 rows), 18 epochs per call.
+N_ROWS = 200
+RNG = np.random.default_rng(3)
+X = RNG.standard_normal((N_ROWS, 5)).astype(np.float32)
+SCORE = X @ RNG.standard_normal(5).astype(np.float32)
+Y_REG = SCORE + 0.3 * RNG.standard_normal(N_ROWS).astype(np.float32)
+Y_BIN = (SCORE + 0.5 * RNG.standard_normal(N_ROWS) > 0).astype(np.int64)
+
+
+@pytest.fixture
+def groups(monkeypatch):
+    """The epochs of every grouped call."""
+    calls = []
+    original = LinearProgramRun.run_epochs
+
+    def run_epochs(self, epochs):
+        calls.append(epochs)
+        return original(self, epochs)
+
+    monkeypatch.setattr(LinearProgramRun, "run_epochs", run_epochs)
+    return calls
+
+
+def _alone(monkeypatch, call):
+    """``call()`` with every epoch a call of its own."""
+    with monkeypatch.context() as patch:
+        patch.setattr(LinearProgramRun, "GROUP_STEPS", 0)
+        return call()
+
+
+def _state(model):
+    optimizer = model.optimizer_
+    generator = optimizer.__dict__.get("_rng")
+    return ([w.copy() for w in optimizer.weights_], model.t_, model.n_iter_,
+            list(model.loss_curve_),
+            None if generator is None else generator.get_state()[1].tolist())
+
+
+CASES = [
+    (OnnxSGDRegressor, {}, None),
+    (OnnxSGDRegressor, {"tol": None, "max_iter": 40}, None),
+    (OnnxSGDRegressor, {"n_iter_no_change": 3, "tol": 1e-2}, None),
+    (OnnxSGDRegressor, {"n_iter_no_change": 2}, None),
+    (OnnxSGDRegressor, {"learning_rate": "adaptive", "eta0": 0.05, "tol": 1e-2}, None),
+    (OnnxSGDRegressor, {"shuffle": False}, None),
+    (OnnxSGDRegressor, {"penalty": "elasticnet", "alpha": 0.01}, None),
+    (OnnxSGDRegressor, {"dtype": np.float64}, None),
+    (OnnxSGDRegressor, {}, "weights"),
+    (OnnxSGDClassifier, {}, None),
+    (OnnxSGDClassifier, {"loss": "log_loss"}, None),
+    (OnnxSGDClassifier, {"loss": "perceptron", "penalty": None}, None),
+    (OnnxSGDClassifier, {"class_weight": "balanced"}, None),
+    (OnnxSGDClassifier, {}, "weights"),
+]
+
+
+@pytest.mark.parametrize(("estimator", "params", "weights"), CASES)
+def test_groups_train_as_single_epochs(monkeypatch, groups, estimator, params, weights):
+    y = Y_REG if estimator is OnnxSGDRegressor else Y_BIN
+    sample_weight = RNG.uniform(0.2, 2.0, N_ROWS) if weights else None
+
+    def fit():
+        model = estimator(random_state=0, **params)
+        return model.fit(X, y, sample_weight=sample_weight)
+
+    model = fit()
+    assert max(groups) > 1
+    assert sum(groups) <= model.n_iter_
+    expected = _alone(monkeypatch, fit)
+    got, want = _state(model), _state(expected)
+    for a, b in zip(got[0], want[0], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert got[1:] == want[1:]
+
+
+def test_group_sizes(groups):
+    """Without ``tol``, 18 epochs a call, then the remaining ones; with it, a group ends
+    where the rule could stop: at most ``n_iter_no_change`` epochs after the last
+    improvement (never more than one with ``n_iter_no_change=1``)."""
+    OnnxSGDRegressor(max_iter=40, tol=None, random_state=0).fit(X, Y_REG)
+    assert groups == [18, 18, 4]
+    groups.clear()
+    model = OnnxSGDRegressor(random_state=0, n_iter_no_change=3, tol=1e-2).fit(X, Y_REG)
+    assert groups[0] == 3 and all(1 < size <= 3 for size in groups)
+    assert sum(groups) <= model.n_iter_  # a group of 1 is an epoch of its own
+    groups.clear()
+    OnnxSGDRegressor(random_state=0, n_iter_no_change=1).fit(X, Y_REG)
+    assert groups == []
+
+
+@pytest.mark.parametrize("case", ["verbose", "early stopping", "sparse", "partial_fit",
+                                  "large"])
+def test_no_group(groups, case, capsys):
+    """Epochs reported one by one, validated, sparse, of partial_fit, or too many batches
+    for one call: one call each."""
+    params = {"random_state": 0, "max_iter": 6, "tol": None}
+    if case == "verbose":
+        OnnxSGDRegressor(verbose=1, **params).fit(X, Y_REG)
+    elif case == "early stopping":
+        OnnxSGDRegressor(early_stopping=True, **{**params, "tol": 1e-3}).fit(X, Y_REG)
+    elif case == "sparse":
+        OnnxSGDRegressor(**params).fit(sp.csr_matrix(X), Y_REG)
+    elif case == "partial_fit":
+        model = OnnxSGDRegressor(random_state=0)
+        for _ in range(3):
+            model.partial_fit(X, Y_REG)
+    else:
+        rows = RNG.standard_normal((5000, 5)).astype(np.float32)
+        OnnxSGDRegressor(**params).fit(rows, rows[:, 0])
+    assert groups == []
+
+
+def test_divergence_in_a_group(monkeypatch, groups):
+    """The rate explodes in epoch 5: the group's losses are not finite, nothing of it is
+    kept, and the epochs one by one stop at the batch the per-epoch path stops at, with
+    its message, weights, t_ and generator state."""
+    start = 1 + 4 * N_ROWS + 3 * 32
+    schedule = LearningRateSGD.schedule
+    monkeypatch.setattr(
+        LearningRateSGD, "schedule",
+        lambda self, ts: np.where(np.asarray(ts) >= start, 1e38, schedule(self, ts)))
+
+    def diverge():
+        model = OnnxSGDRegressor(
+            tol=None, max_iter=10, random_state=0, penalty=None,
+            learning_rate=LearningRateSGD(eta0=0.01, learning_rate="constant"))
+        with pytest.raises(ConvergenceError) as info:
+            model.fit(X, Y_REG)
+        return model, str(info.value)
+
+    model, message = diverge()
+    assert groups == [10]
+    assert "at epoch 5" in message
+    expected, expected_message = _alone(monkeypatch, diverge)
+    assert message == expected_message
+    got, want = _state(model), _state(expected)
+    for a, b in zip(got[0], want[0], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert got[1:] == want[1:]
+    assert model.n_iter_ == 4
+
+
+def test_non_finite_weights_reject_the_group(monkeypatch, groups):
+    """Finite losses but a weight that is not (the hinge loss is 0 for an infinite
+    margin): nothing of the group is kept; the epochs run one by one (here: train)."""
+    original = LinearProgramRun.run_epochs
+
+    def poisoned(self, epochs):
+        original(self, epochs)
+        self.new_weights[0][0] = np.inf
+
+    monkeypatch.setattr(LinearProgramRun, "run_epochs", poisoned)
+
+    def fit():
+        return OnnxSGDClassifier(max_iter=12, tol=None, random_state=0).fit(X, Y_BIN)
+
+    model = fit()
+    expected = _alone(monkeypatch, fit)
+    got, want = _state(model), _state(expected)
+    for a, b in zip(got[0], want[0], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert got[1:] == want[1:]
+    assert np.isfinite(model.coef_).all()
+
+
+@pytest.mark.skipif(signal.getsignal(signal.SIGINT) is not signal.default_int_handler,
+                    reason="needs Python's default SIGINT handler (a background job "
+                           "started without job control ignores SIGINT)")
+def test_ctrl_c_during_a_group(monkeypatch):
+    """SIGINT during a grouped call: the call completes, its epochs are recorded, then
+    KeyboardInterrupt; the state is that of a fit of as many epochs."""
+    original = LinearProgramRun.run_epochs
+
+    def run_epochs(self, epochs):
+        os.kill(os.getpid(), signal.SIGINT)
+        return original(self, epochs)
+
+    monkeypatch.setattr(LinearProgramRun, "run_epochs", run_epochs)
+    model = OnnxSGDRegressor(max_iter=30, tol=None, random_state=0)
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(X, Y_REG)
+    assert model.optimizer_.epochs_completed_ == 18
+    assert model.t_ == 1 + 18 * N_ROWS
+    expected = _alone(monkeypatch, lambda: OnnxSGDRegressor(
+        max_iter=18, tol=None, random_state=0).fit(X, Y_REG))
+    np.testing.assert_array_equal(model.coef_, expected.coef_)
+    assert list(model.loss_curve_) == list(expected.loss_curve_)
+
+
+def test_group_capacity(monkeypatch):
+    """Epochs per call: as many as fit in GROUP_STEPS steps, at least 1."""
+    bindings = []
+    original = LinearProgramRun.__init__
+
+    def init(self, *args):
+        original(self, *args)
+        bindings.append(self.epochs_per_call)
+
+    monkeypatch.setattr(LinearProgramRun, "__init__", init)
+    OnnxSGDRegressor(max_iter=1, tol=None).fit(X, Y_REG)
+    monkeypatch.setattr(LinearProgramRun, "GROUP_STEPS", 10)
+    OnnxSGDRegressor(max_iter=1, tol=None).fit(X, Y_REG)
+    assert bindings == [128 // 7, 1]
+    assert trainer.LinearProgramRun is LinearProgramRun
