@@ -55,11 +55,15 @@ class ProgramRun:
                  loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:
         self._start(program, session, weights, loader.rows.count(program.batch_rows))
         self._losses = np.empty(self.n_batches, dtype=program.dtype)
-        per_row = dict(zip(program.data, loader.per_row, strict=True))
-        for first, count in self.chunks:
-            self._add(program.feeds(per_row, self.table, weights, first, count),
-                      program.fetches(self._losses[first:first + count], self.new_weights,
-                                      count))
+        self._per_row = dict(zip(program.data, loader.per_row, strict=True))
+
+    def _call(self, first: int, count: int) -> tuple[dict[str, np.ndarray],
+                                                     dict[str, np.ndarray]]:
+        """The feeds and fetches of the call running batches ``first .. first + count -
+        1``, by name."""
+        return (self.program.feeds(self._per_row, self.table, self.weights, first, count),
+                self.program.fetches(self._losses[first:first + count], self.new_weights,
+                                     count))
 
     def _start(self, program: Any, session: InferenceSession, weights: list[np.ndarray],
                n_batches: int, epochs: int = 1) -> None:
@@ -76,18 +80,11 @@ class ProgramRun:
         self._inputs, self._outputs = io_names(session)
         self._cpu = OrtDevice(OrtDevice.cpu(), OrtDevice.default_memory(), 0)
         self._devices = [self._cpu] * len(self._outputs)
-        # OrtValue borrows numpy memory without holding a reference: keep the views.
+        # The vectors of each call, bound at its first run (a small fit may run its epochs
+        # in groups only), and the arrays they borrow: OrtValue holds no reference.
+        self._bound: dict[tuple[int, int], tuple[OrtValueVector, OrtValueVector]] = {}
         self._views: list[np.ndarray] = []
-        self._feeds: list[OrtValueVector] = []
-        self._fetches: list[OrtValueVector] = []
         self._run_options = RunOptions()
-
-    def _add(self, feeds: dict[str, np.ndarray], fetches: dict[str, np.ndarray]) -> None:
-        for arrays, vectors, names in ((feeds, self._feeds, self._inputs),
-                                       (fetches, self._fetches, self._outputs)):
-            ordered = [arrays[name] for name in names]
-            self._views.extend(ordered)
-            vectors.append(self._vector(ordered))
 
     def _vector(self, arrays: list[np.ndarray]) -> OrtValueVector:
         """OrtValues over ``arrays``, which must outlive the vector's use."""
@@ -127,14 +124,24 @@ class ProgramRun:
 
     def run(self, chunk: int) -> None:
         """Run chunk ``chunk``: the weights after its last batch into ``new_weights``."""
-        feeds, fetches = self._vectors(chunk)
+        self._execute(*self.chunks[chunk])
+
+    def _execute(self, first: int, count: int) -> None:
+        feeds, fetches = self._vectors(first, count)
         self._session._sess.run_with_ortvaluevector(
             self._run_options, self._inputs, feeds, self._outputs, fetches, self._devices,
         )
 
-    def _vectors(self, chunk: int) -> tuple[OrtValueVector, OrtValueVector]:
-        """The feeds and fetches of chunk ``chunk`` (bound once)."""
-        return self._feeds[chunk], self._fetches[chunk]
+    def _vectors(self, first: int, count: int) -> tuple[OrtValueVector, OrtValueVector]:
+        """The feeds and fetches of the call running batches ``first .. first + count -
+        1`` (bound once)."""
+        if (first, count) not in self._bound:
+            feeds, fetches = self._call(first, count)
+            feeds = [feeds[name] for name in self._inputs]
+            fetches = [fetches[name] for name in self._outputs]
+            self._views.extend([*feeds, *fetches])
+            self._bound[first, count] = self._vector(feeds), self._vector(fetches)
+        return self._bound[first, count]
 
     def losses(self, chunk: int) -> list[float]:
         """The loss sums of the batches of chunk ``chunk``, once it ran."""
@@ -173,14 +180,10 @@ class LinearProgramRun(ProgramRun):
         self._source, self._generation = loader.features, loader.generation
         # Gather needs C order; a loader's features are usually already (no copy).
         self._features = np.ascontiguousarray(self._source)
-        for first, count in self.chunks:
-            self._add(*self._call(first, count))
-        self._epoch_vectors: dict[int, tuple[OrtValueVector, OrtValueVector]] = {}
 
     def _call(self, first: int, count: int) -> tuple[dict[str, np.ndarray],
                                                      dict[str, np.ndarray]]:
-        """The feeds and fetches of the call running steps ``first .. first + count -
-        1`` of the laid-out epochs."""
+        # Steps of the laid-out epochs, one after the other.
         return (self.program.feeds(self._features, self.per_row, self.table, self.weights,
                                    first, count),
                 self.program.fetches(self._values, self.new_weights, first, count))
@@ -251,16 +254,7 @@ class LinearProgramRun(ProgramRun):
     def run_epochs(self, epochs: int) -> None:
         """Run the first ``epochs`` laid-out epochs in one call: the weights after the
         last one into ``new_weights``."""
-        if epochs not in self._epoch_vectors:
-            feeds, fetches = self._call(0, epochs * self.n_batches)
-            self._views.extend([*feeds.values(), *fetches.values()])
-            self._epoch_vectors[epochs] = (
-                self._vector([feeds[name] for name in self._inputs]),
-                self._vector([fetches[name] for name in self._outputs]))
-        self._session._sess.run_with_ortvaluevector(
-            self._run_options, self._inputs, self._epoch_vectors[epochs][0], self._outputs,
-            self._epoch_vectors[epochs][1], self._devices,
-        )
+        self._execute(0, epochs * self.n_batches)
 
     def epoch_losses(self, epochs: int) -> np.ndarray:
         """The loss sums of the batches of the first ``epochs`` laid-out epochs, once
@@ -295,8 +289,7 @@ class SparseLinearProgramRun(LinearProgramRun):
     def fits(self, loader: MiniBatchLoader) -> bool:
         return loader is self._loader
 
-    def _vectors(self, chunk: int) -> tuple[OrtValueVector, OrtValueVector]:
-        first, count = self.chunks[chunk]
+    def _vectors(self, first: int, count: int) -> tuple[OrtValueVector, OrtValueVector]:
         feeds = self.program.feeds(*self._stored(first, count), self.per_row, self.table,
                                    self.weights, first, count)
         fetches = self.program.fetches(self._values, self.new_weights, first, count)
