@@ -222,3 +222,30 @@ def test_group_capacity(monkeypatch):
     OnnxSGDRegressor(max_iter=1, tol=None).fit(X, Y_REG)
     assert bindings == [128 // 7, 1]
     assert trainer.LinearProgramRun is LinearProgramRun
+
+
+def test_grouped_fits_use_the_program_from_one_full_batch(monkeypatch, groups):
+    """40 rows (one full batch and one of 8): ``fit`` runs groups, the same state as one
+    call per epoch and, to rounding, as the per-batch path; a ``partial_fit`` of those rows
+    (one epoch) runs per batch, below ``_LINEAR_MIN_BATCHES``."""
+    def fit():
+        return OnnxSGDRegressor(random_state=0).fit(X[:40], Y_REG[:40])
+
+    model = fit()
+    assert groups and max(groups) > 1
+    expected = _alone(monkeypatch, fit)
+    got, want = _state(model), _state(expected)
+    for a, b in zip(got[0], want[0], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert got[1:] == want[1:]
+    with monkeypatch.context() as patch:
+        patch.setattr(trainer, "_PROGRAM_STEPS", 1)
+        per_batch = fit()
+    assert (per_batch.n_iter_, per_batch.t_) == (model.n_iter_, model.t_)
+    np.testing.assert_allclose(model.coef_, per_batch.coef_, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(model.loss_curve_, per_batch.loss_curve_, rtol=1e-5)
+
+    calls = []
+    monkeypatch.setattr(LinearProgramRun, "schedule", lambda self, *args: calls.append(1))
+    OnnxSGDRegressor(random_state=0).partial_fit(X[:100], Y_REG[:100])
+    assert calls == []
