@@ -16,6 +16,12 @@ infinite in ``X``, or finite but too large for the dtype, is NaN or infinite onc
 For 100k x 100 float64, the checks and the cast read ``X`` once instead of four times
 (1.5 ms of row sums, 5.5 ms of ``min`` and ``max``, then the 9 ms cast, against the cast
 and 0.7 ms of float32 row sums, measured).
+
+Numpy arrays of floats with numeric 1-D targets, the common case, skip ``validate_data``
+itself (:func:`_validated_plainly`): for them it only checks shapes, dtypes and the
+targets' finiteness, and sets ``n_features_in_``, but its machinery (dataframe detection,
+estimator tags, parameter dispatch) costs 170 µs, more than a tenth of a small fit.
+Anything else goes through it, for its conversions, warnings and errors.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from sklearn import get_config
 from sklearn.utils import check_array
 from sklearn.utils.validation import validate_data
 
@@ -47,7 +54,9 @@ def validate_finite_data(estimator: Any, X: Any, y: Any = "no_validation",
         With ``graph_dtype``, a dense ``X`` as that dtype (``X`` itself when it is
         already), checked; None without ``graph_dtype`` or for a sparse ``X``.
     """
-    result = validate_data(estimator, X, y, ensure_all_finite=False, **params)
+    result = _validated_plainly(estimator, X, y, params)
+    if result is None:
+        result = validate_data(estimator, X, y, ensure_all_finite=False, **params)
     checked = result if isinstance(y, str) and y == "no_validation" else result[0]
     graph_X = None
     if graph_dtype is not None and isinstance(checked, np.ndarray):
@@ -63,6 +72,44 @@ def validate_finite_data(estimator: Any, X: Any, y: Any = "no_validation",
             check_dtype_range(checked, graph_dtype, "X",
                               getattr(estimator, "feature_names_in_", None))
     return result, graph_X
+
+
+#: The ``validate_data`` parameters :func:`_validated_plainly` knows the effect of.
+_PLAIN_PARAMETERS = frozenset(
+    {"reset", "accept_sparse", "dtype", "y_numeric", "multi_output", "ensure_min_samples"})
+
+
+def _validated_plainly(estimator: Any, X: Any, y: Any, params: dict[str, Any]) -> Any:
+    """What ``validate_data(estimator, X, y, ensure_all_finite=False, **params)`` returns
+    where that is plain to see, with its effect on ``estimator``; None elsewhere.
+
+    Plain: ``X`` a 2-D numpy array (not a subclass) of one of the ``dtype`` list's types,
+    with rows and columns; ``y`` absent, or a 1-D numpy array of numbers (booleans,
+    integers, finite floats) of the same length; ``reset``, or the estimator fitted on as
+    many columns and without feature names; scikit-learn's array API dispatch off. Then
+    ``validate_data`` returns ``X`` itself and ``y`` C-contiguous, and ``reset`` drops
+    ``feature_names_in_`` and sets ``n_features_in_``.
+    """
+    dtypes, reset = params.get("dtype"), params.get("reset", True)
+    if (type(X) is not np.ndarray or X.ndim != 2 or 0 in X.shape
+            or not isinstance(dtypes, list) or X.dtype not in dtypes
+            or not _PLAIN_PARAMETERS.issuperset(params)
+            or params.get("ensure_min_samples", 1) > X.shape[0]
+            or get_config()["array_api_dispatch"]):
+        return None
+    without_y = isinstance(y, str) and y == "no_validation"
+    if not without_y and (
+            type(y) is not np.ndarray or y.ndim != 1 or y.shape[0] != X.shape[0]
+            or y.dtype.kind not in "biuf"
+            or (y.dtype.kind == "f" and not np.isfinite(y).all())):
+        return None
+    if reset:
+        estimator.__dict__.pop("feature_names_in_", None)
+        estimator.n_features_in_ = X.shape[1]
+    elif ("feature_names_in_" in estimator.__dict__
+          or estimator.__dict__.get("n_features_in_") != X.shape[1]):
+        return None
+    return X if without_y else (X, np.ascontiguousarray(y))
 
 
 def _row_sums_finite(X: Any) -> bool:

@@ -138,3 +138,78 @@ def test_a_wider_graph_dtype_sums_x_itself(monkeypatch):
     assert summed == [np.float32] and got is X
     assert cast.dtype == np.float64
     np.testing.assert_array_equal(cast, X)
+
+
+def _plain_cases():
+    import pandas as pd
+
+    y_float = RNG.standard_normal(40)
+    return {
+        # name: (X, y, reset, fitted with names, taken plainly)
+        "float64": (X.astype(np.float64), y_float, True, False, True),
+        "float32 int labels": (X, (y_float > 0).astype(np.int64), True, False, True),
+        "fortran order": (np.asfortranarray(X), y_float, True, False, True),
+        "strided y": (X, np.repeat(y_float, 2)[::2], True, False, True),
+        "bool y": (X, y_float > 0, True, False, True),
+        "no y": (X, "no_validation", True, False, True),
+        "refit drops names": (X, y_float, True, True, True),
+        "predict": (X, "no_validation", False, False, True),
+        "predict, fitted with names": (X, "no_validation", False, True, False),
+        "float16 X": (X.astype(np.float16), y_float, True, False, False),
+        "int X": ((X * 10).astype(np.int64), y_float, True, False, False),
+        "list X": (X.tolist(), y_float, True, False, False),
+        "dataframe": (pd.DataFrame(X, columns=list("abcde")), y_float, True, False, False),
+        "column y": (X, y_float[:, None], True, False, False),
+        "string y": (X, np.where(y_float > 0, "a", "b"), True, False, False),
+        "object y": (X, y_float.astype(object), True, False, False),
+        "NaN in y": (X, np.where(y_float > 1, np.nan, y_float), True, False, False),
+        "short y": (X, y_float[:-1], True, False, False),
+        "no rows": (X[:0], y_float[:0], True, False, False),
+        "1-D X": (X[:, 0], y_float, True, False, False),
+    }
+
+
+@pytest.mark.parametrize("case", list(_plain_cases()))
+def test_plain_arrays_skip_validate_data_with_its_effects(case):
+    """Float arrays with 1-D numeric targets skip validate_data: the same arrays come
+    back, the estimator gets the same n_features_in_ and loses feature_names_in_ as
+    validate_data leaves it; anything else goes to validate_data (its conversions,
+    warnings and errors)."""
+    data, y, reset, named, plain = _plain_cases()[case]
+
+    def estimator():
+        model = SGDRegressor()
+        if named:
+            model.feature_names_in_ = np.array(list("abcde"), dtype=object)
+        if named or not reset:
+            model.n_features_in_ = 5
+        return model
+
+    params = {"reset": reset, "accept_sparse": "csr", "dtype": [np.float64, np.float32],
+              "y_numeric": False, "multi_output": False, "ensure_min_samples": 1}
+    if isinstance(y, str):  # predict's parameters
+        params = {"reset": reset, "accept_sparse": "csr", "dtype": [np.float32, np.float64]}
+    ours = estimator()
+    got = finite_input._validated_plainly(ours, data, y, params)
+    assert (got is not None) == plain
+    if not plain:
+        return
+    theirs = estimator()
+    want = validate_data(theirs, data, y, ensure_all_finite=False, **params)
+    for a, b in zip(got if isinstance(got, tuple) else (got,),
+                    want if isinstance(want, tuple) else (want,), strict=True):
+        assert a.dtype == b.dtype and a.flags.c_contiguous == b.flags.c_contiguous
+        np.testing.assert_array_equal(a, b)
+    assert (got[0] if isinstance(got, tuple) else got) is data
+    assert vars(ours).keys() == vars(theirs).keys()
+    assert ours.__dict__.get("n_features_in_") == theirs.__dict__.get("n_features_in_")
+
+
+def test_plain_path_off_with_array_api_dispatch(monkeypatch):
+    monkeypatch.setattr(finite_input, "get_config", lambda: {"array_api_dispatch": True})
+    assert finite_input._validated_plainly(SGDRegressor(), X, Y, {"dtype": [np.float32]}) is None
+
+
+def test_plain_path_refuses_unknown_parameters():
+    assert finite_input._validated_plainly(
+        SGDRegressor(), X, Y, {"dtype": [np.float32], "ensure_min_features": 2}) is None
