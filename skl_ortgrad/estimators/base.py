@@ -27,7 +27,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from skl_ortgrad._cache import BoundedCache
-from skl_ortgrad._params import MemoizedParamNames
+from skl_ortgrad._params import MemoizedParamNames, MemoizedParamValidation
 from skl_ortgrad.estimators.dtype_range import check_dtype_range
 from skl_ortgrad.estimators.finite_input import validate_finite_data
 from skl_ortgrad.exceptions import ConvergenceError
@@ -193,7 +193,8 @@ def _copied(model: onnx.ModelProto) -> onnx.ModelProto:
 TEMPLATES: BoundedCache[tuple[Template, onnx.ModelProto]] = BoundedCache(64)
 
 
-class BaseOnnxEstimator(MemoizedParamNames, BaseEstimator, metaclass=ABCMeta):
+class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimator,
+                        metaclass=ABCMeta):
     """Base of the estimators trained through onnxruntime.
 
     Every estimator takes its scikit-learn counterpart's parameters (a family turns them
