@@ -39,6 +39,7 @@ from threadpoolctl import threadpool_limits
 
 from skl_ortgrad import LearningRateSGD, OnnxSGDClassifier, OnnxSGDRegressor
 from skl_ortgrad.runtime.options import session_options
+from skl_ortgrad.runtime.program_run import LinearProgramRun
 from skl_ortgrad.training.program import linear_program
 
 STEP_ROWS, STEP_FEATURES, STEP_N = 32, 100, 50_000
@@ -142,30 +143,40 @@ def _gemm_scan(n_features: int, rows: int) -> Any:
                              ir_version=10)
 
 
-def program_epoch(loss: str, X: np.ndarray, y: np.ndarray,
-                  rows: int = STEP_ROWS) -> Callable[[], Any]:
-    """One epoch of the linear training program alone, as the defaults run it (``loss``,
-    the L2 decay, batches of ``rows``): a callable running every batch of ``(X, y)`` in
-    one onnxruntime call with its inputs ready (a fixed permutation, the short last batch
-    padded with rows of step weight 0). What no Python work around it can go under."""
+def program_epoch(loss: str, X: np.ndarray, y: np.ndarray, rows: int = STEP_ROWS,
+                  epochs: int = 1) -> Callable[[], Any]:
+    """``epochs`` epochs of the linear training program alone, as the defaults run them
+    (``loss``, the L2 decay, batches of ``rows``): a callable running every batch of
+    ``(X, y)``, its inputs ready (a fixed permutation per epoch, each short last batch
+    padded with rows of step weight 0), one epoch in one onnxruntime call, several in
+    calls of as many epochs as fit in ``LinearProgramRun.GROUP_STEPS`` steps, as a
+    ``fit`` runs them. What no Python work around it can go under."""
     X = np.ascontiguousarray(X, dtype=np.float32)
     n_steps = -(-X.shape[0] // rows)
-    order = np.zeros(n_steps * rows, dtype=np.int64)
-    order[:X.shape[0]] = np.random.default_rng(0).permutation(X.shape[0])
+    rng = np.random.default_rng(0)
+    order = np.zeros((epochs, n_steps * rows), dtype=np.int64)
+    for epoch in range(epochs):
+        order[epoch, :X.shape[0]] = rng.permutation(X.shape[0])
+    order = order.ravel()
     labels = np.asarray(y, dtype=np.float32)[order]
     target = 2 * labels - 1 if loss == "hinge" else labels
-    step_weight = np.full(order.shape, 1e-4, dtype=np.float32)
-    step_weight[X.shape[0]:] = 0
+    step_weight = np.full((epochs, n_steps * rows), 1e-4, dtype=np.float32)
+    step_weight[:, X.shape[0]:] = 0
+    step_weight = step_weight.ravel()
     program = linear_program(loss, X.shape[1], n_steps, rows, l2=True)
-    feeds = program.feeds(
-        X, {"rows": order, "target": target.astype(np.float32),
-            "step_weight": (-step_weight * target if loss == "hinge" else step_weight)},
-        program.scalar_table(np.full(n_steps, 1e-3), np.full(n_steps, 1 / rows), l2=1e-4,
-                             rows=rows),
-        [np.zeros((X.shape[1], 1), np.float32), np.zeros(1, np.float32)], 0, n_steps)
+    per_row = {"rows": order, "target": target.astype(np.float32),
+               "step_weight": (-step_weight * target if loss == "hinge" else step_weight)}
+    table = program.scalar_table(np.full(epochs * n_steps, 1e-3),
+                                 np.full(epochs * n_steps, 1 / rows), l2=1e-4, rows=rows)
+    weights = [np.zeros((X.shape[1], 1), np.float32), np.zeros(1, np.float32)]
+    per_call = n_steps if epochs == 1 else n_steps * max(
+        1, LinearProgramRun.GROUP_STEPS // n_steps)
+    calls = [program.feeds(X, per_row, table, weights, first,
+                           min(per_call, epochs * n_steps - first))
+             for first in range(0, epochs * n_steps, per_call)]
     session = InferenceSession(program.model.SerializeToString(), session_options(1),
                                providers=["CPUExecutionProvider"])
-    return lambda: session.run(None, feeds)
+    return lambda: [session.run(None, feeds) for feeds in calls]
 
 
 def gemm_floor_epoch(X: np.ndarray, rows: int = STEP_ROWS) -> Callable[[], Any]:
