@@ -7,6 +7,7 @@ leave the state the epochs one by one leave."""
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 
 import numpy as np
@@ -108,6 +109,7 @@ def test_group_sizes(groups):
     assert groups == []
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("case", ["verbose", "early stopping", "sparse", "partial_fit",
                                   "large"])
 def test_no_group(groups, case, capsys):
@@ -249,3 +251,21 @@ def test_grouped_fits_use_the_program_from_one_full_batch(monkeypatch, groups):
     monkeypatch.setattr(LinearProgramRun, "schedule", lambda self, *args: calls.append(1))
     OnnxSGDRegressor(random_state=0).partial_fit(X[:100], Y_REG[:100])
     assert calls == []
+
+
+def test_warm_started_fits_and_pickles(monkeypatch, groups):
+    """A fit, pickled, then warm-started twice: the same state as with one call per
+    epoch."""
+    def fits():
+        model = OnnxSGDClassifier(max_iter=7, tol=None, random_state=0, warm_start=True)
+        model = pickle.loads(pickle.dumps(model.fit(X, Y_BIN)))
+        model.set_params(max_iter=5).fit(X, Y_BIN)
+        return model.set_params(tol=1e-3, max_iter=30).fit(X, Y_BIN)
+
+    model = fits()
+    assert len(groups) >= 3
+    expected = _alone(monkeypatch, fits)
+    got, want = _state(model), _state(expected)
+    for a, b in zip(got[0], want[0], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert got[1:] == want[1:]
