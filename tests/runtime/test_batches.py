@@ -4,6 +4,7 @@ feeds laid out as the training step expects (rows, weights, output gradient)."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _calls import record_calls
 from onnxruntime.capi._pybind_state import OrtValue
 
 from skl_ortgrad.runtime.batches import MiniBatchLoader
@@ -176,14 +177,7 @@ def test_refill_without_shuffle_only_takes_the_same_arrays():
 def test_feed_vectors_are_built_on_first_use(monkeypatch):
     """An epoch whose batches are read another way (the training program reads the
     buffers) builds no feed vector; a batch fed builds its own only, once."""
-    built = []
-    vector = MiniBatchLoader._vector
-
-    def counted(self, index):
-        built.append(index)
-        return vector(self, index)
-
-    monkeypatch.setattr(MiniBatchLoader, "_vector", counted)
+    built = record_calls(monkeypatch, MiniBatchLoader, "_vector")
     X = np.arange(16, dtype=np.float32).reshape((-1, 2))
     loader = MiniBatchLoader([X, X[:, :1].copy()], 2, True, np.random.RandomState(1), CPU, list)
     loader.epoch()

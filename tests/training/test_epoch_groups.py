@@ -13,6 +13,7 @@ import signal
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _calls import called_with, record_calls
 
 from skl_ortgrad import ConvergenceError, OnnxSGDClassifier, OnnxSGDRegressor
 from skl_ortgrad.runtime.program_run import LinearProgramRun
@@ -31,30 +32,24 @@ Y_BIN = (SCORE + 0.5 * RNG.standard_normal(N_ROWS) > 0).astype(np.int64)
 @pytest.fixture
 def groups(monkeypatch):
     """The epochs of every grouped call."""
-    calls = []
-    original = LinearProgramRun.run_epochs
-
-    def run_epochs(self, epochs):
-        calls.append(epochs)
-        return original(self, epochs)
-
-    monkeypatch.setattr(LinearProgramRun, "run_epochs", run_epochs)
-    return calls
+    return record_calls(monkeypatch, LinearProgramRun, "run_epochs")
 
 
 def _alone(monkeypatch, call):
     """``call()`` with every epoch a call of its own."""
-    with monkeypatch.context() as patch:
-        patch.setattr(LinearProgramRun, "GROUP_STEPS", 0)
-        return call()
+    return called_with(monkeypatch, LinearProgramRun, "GROUP_STEPS", 0, call)
 
 
-def _state(model):
-    optimizer = model.optimizer_
-    generator = optimizer.__dict__.get("_rng")
-    return ([w.copy() for w in optimizer.weights_], model.t_, model.n_iter_,
-            list(model.loss_curve_),
-            None if generator is None else generator.get_state()[1].tolist())
+def _assert_same_state(model, expected):
+    """The same weights, ``t_``, ``n_iter_``, loss curve and generator state."""
+    def state(model):
+        generator = model.optimizer_.__dict__.get("_rng")
+        return (model.t_, model.n_iter_, list(model.loss_curve_),
+                None if generator is None else generator.get_state()[1].tolist())
+
+    for a, b in zip(model.optimizer_.weights_, expected.optimizer_.weights_, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert state(model) == state(expected)
 
 
 CASES = [
@@ -88,10 +83,7 @@ def test_groups_train_as_single_epochs(monkeypatch, groups, estimator, params, w
     assert max(groups) > 1
     assert sum(groups) <= model.n_iter_
     expected = _alone(monkeypatch, fit)
-    got, want = _state(model), _state(expected)
-    for a, b in zip(got[0], want[0], strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert got[1:] == want[1:]
+    _assert_same_state(model, expected)
 
 
 def test_group_sizes(groups):
@@ -155,10 +147,7 @@ def test_divergence_in_a_group(monkeypatch, groups):
     assert "at epoch 5" in message
     expected, expected_message = _alone(monkeypatch, diverge)
     assert message == expected_message
-    got, want = _state(model), _state(expected)
-    for a, b in zip(got[0], want[0], strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert got[1:] == want[1:]
+    _assert_same_state(model, expected)
     assert model.n_iter_ == 4
 
 
@@ -178,10 +167,7 @@ def test_non_finite_weights_reject_the_group(monkeypatch, groups):
 
     model = fit()
     expected = _alone(monkeypatch, fit)
-    got, want = _state(model), _state(expected)
-    for a, b in zip(got[0], want[0], strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert got[1:] == want[1:]
+    _assert_same_state(model, expected)
     assert np.isfinite(model.coef_).all()
 
 
@@ -236,10 +222,7 @@ def test_grouped_fits_use_the_program_from_one_full_batch(monkeypatch, groups):
     model = fit()
     assert groups and max(groups) > 1
     expected = _alone(monkeypatch, fit)
-    got, want = _state(model), _state(expected)
-    for a, b in zip(got[0], want[0], strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert got[1:] == want[1:]
+    _assert_same_state(model, expected)
     with monkeypatch.context() as patch:
         patch.setattr(trainer, "_PROGRAM_STEPS", 1)
         per_batch = fit()
@@ -265,7 +248,4 @@ def test_warm_started_fits_and_pickles(monkeypatch, groups):
     model = fits()
     assert len(groups) >= 3
     expected = _alone(monkeypatch, fits)
-    got, want = _state(model), _state(expected)
-    for a, b in zip(got[0], want[0], strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert got[1:] == want[1:]
+    _assert_same_state(model, expected)

@@ -17,6 +17,7 @@ import signal
 
 import numpy as np
 import pytest
+from _calls import called_with, record_calls
 from onnx import helper, numpy_helper
 from scipy import sparse as sp
 
@@ -77,22 +78,12 @@ def chunks(monkeypatch):
     monkeypatch.setattr(trainer, "_PROGRAM_STEPS", STEPS)
     monkeypatch.setattr(trainer, "_LINEAR_STEPS", STEPS)
     monkeypatch.setattr(LinearProgramRun, "GROUP_STEPS", 0)
-    calls = []
-    original = ProgramRun.run
-
-    def run(self, chunk):
-        calls.append(chunk)
-        return original(self, chunk)
-
-    monkeypatch.setattr(ProgramRun, "run", run)
-    return calls
+    return record_calls(monkeypatch, ProgramRun, "run")
 
 
 def _per_batch(monkeypatch, call):
     """``call()`` with the program off."""
-    with monkeypatch.context() as patch:
-        patch.setattr(trainer, "_PROGRAM_STEPS", 1)
-        return call()
+    return called_with(monkeypatch, trainer, "_PROGRAM_STEPS", 1, call)
 
 
 def _state(model):
