@@ -259,16 +259,16 @@ class LinearProgramRun(ProgramRun):
     def epoch_losses(self, epochs: int) -> np.ndarray:
         """The loss sums of the batches of the first ``epochs`` laid-out epochs, once
         they ran: shape ``(epochs, n_batches)``."""
-        rows = slice(0, epochs * self._epoch_rows)
-        return self.program.losses(self._values[rows], self.per_row["target"][rows],
-                                   self._loss_weights[rows]).reshape(epochs, self.n_batches)
+        return self._loss_sums(0, epochs * self.n_batches).reshape(epochs, self.n_batches)
 
     def losses(self, chunk: int) -> list[float]:
-        first, count = self.chunks[chunk]
-        rows = slice(first * self.program.batch_rows,
-                     (first + count) * self.program.batch_rows)
+        return self._loss_sums(*self.chunks[chunk]).tolist()
+
+    def _loss_sums(self, first: int, count: int) -> np.ndarray:
+        """The loss sums of steps ``first .. first + count - 1``, once they ran."""
+        rows = slice(first * self.program.batch_rows, (first + count) * self.program.batch_rows)
         return self.program.losses(self._values[rows], self.per_row["target"][rows],
-                                   self._loss_weights[rows]).tolist()
+                                   self._loss_weights[rows])
 
 
 class SparseLinearProgramRun(LinearProgramRun):
