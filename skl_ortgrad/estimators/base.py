@@ -82,8 +82,11 @@ def _stable_step(X: Any) -> float:
     rows = X[:: max(1, -(-X.shape[0] // _CURVATURE_ROWS))]
     column = 1.0 / scale
     if rows.shape[1] < _EXACT_COLUMNS:
-        rows = (rows.toarray() if hasattr(rows, "toarray") else np.asarray(rows)) / scale
-        augmented = np.hstack([rows, np.full((rows.shape[0], 1), column)])
+        # (x / m, 1 / m) written into one buffer: no copy of the scaled rows to stack.
+        augmented = np.empty((rows.shape[0], rows.shape[1] + 1))
+        np.divide(rows.toarray() if hasattr(rows, "toarray") else rows, scale,
+                  out=augmented[:, :-1])
+        augmented[:, -1] = column
         curvature = float(np.linalg.eigvalsh(augmented.T @ augmented / rows.shape[0])[-1])
     else:
         rows = rows.astype(np.float64) / scale  # sparse rows stay sparse
