@@ -162,21 +162,26 @@ class LinearProgramRun(ProgramRun):
 
     An epoch of a small dataset is a few dozen steps, and the Python work around its call
     (schedule, losses, checks) costs as much as the call: up to :attr:`epochs_per_call`
-    epochs (as many as fit in :attr:`GROUP_STEPS` steps) also run as one call, laid out
+    epochs (as many as fit in :attr:`GROUP_STEPS` steps reading at most
+    :attr:`GROUP_VALUES` feature values) also run as one call, laid out
     one after the other (:meth:`lay_out` each, then :meth:`schedule_epochs`,
     :meth:`run_epochs`, :meth:`epoch_losses`).
     """
 
     needs_features = False
-    #: Steps of one call running several epochs: about 0.6 ms at 30 features (4.7 µs a
-    #: step, measured on breast cancer), so Ctrl-C, honoured between calls, stays
+    #: Steps of one call running several epochs, and feature values they read at most:
+    #: about 0.6 ms at 30 features (4.7 µs a step, measured on breast cancer) and at 128
+    #: features, fewer steps on wider data, so Ctrl-C, honoured between calls, stays
     #: immediate.
     GROUP_STEPS = 128
+    GROUP_VALUES = 2**19
 
     def __init__(self, program: Any, session: InferenceSession,
                  loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:
+        steps = min(self.GROUP_STEPS,
+                    self.GROUP_VALUES // (program.batch_rows * program.n_features))
         self._start_rows(program, session, loader, weights,
-                         max(1, self.GROUP_STEPS // len(loader.rows)))
+                         max(1, steps // len(loader.rows)))
         self._source, self._generation = loader.features, loader.generation
         # Gather needs C order; a loader's features are usually already (no copy).
         self._features = np.ascontiguousarray(self._source)

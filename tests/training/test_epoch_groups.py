@@ -196,7 +196,8 @@ def test_ctrl_c_during_a_group(monkeypatch):
 
 
 def test_group_capacity(monkeypatch):
-    """Epochs per call: as many as fit in GROUP_STEPS steps, at least 1."""
+    """Epochs per call: as many as fit in GROUP_STEPS steps reading at most GROUP_VALUES
+    feature values, at least 1."""
     bindings = []
     original = LinearProgramRun.__init__
 
@@ -206,9 +207,11 @@ def test_group_capacity(monkeypatch):
 
     monkeypatch.setattr(LinearProgramRun, "__init__", init)
     OnnxSGDRegressor(max_iter=1, tol=None).fit(X, Y_REG)
+    wide = RNG.standard_normal((N_ROWS, 1000)).astype(np.float32)
+    OnnxSGDRegressor(max_iter=1, tol=None).fit(wide, Y_REG)  # 2**19 // 32000: 16 steps
     monkeypatch.setattr(LinearProgramRun, "GROUP_STEPS", 10)
     OnnxSGDRegressor(max_iter=1, tol=None).fit(X, Y_REG)
-    assert bindings == [128 // 7, 1]
+    assert bindings == [128 // 7, 16 // 7, 1]
     assert trainer.LinearProgramRun is LinearProgramRun
 
 
