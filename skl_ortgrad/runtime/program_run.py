@@ -203,18 +203,22 @@ class LinearProgramRun(ProgramRun):
         self.epochs_per_call = epochs
         self._epoch_rows, self._n_rows = self.n_batches * program.batch_rows, loader.n_rows
         size, n = epochs * self._epoch_rows, loader.n_rows
-        self.per_row = {name: np.zeros(size, dtype=np.int64 if name == "rows"
-                                       else program.dtype) for name in program.per_row}
+        # One value per row, or per row and output.
+        outputs = (size, program.n_outputs) if program.n_outputs > 1 else (size,)
+        self.per_row = {name: np.zeros(size, dtype=np.int64) if name == "rows"
+                        else np.zeros(outputs, dtype=program.dtype)
+                        for name in program.per_row}
         self._loss_weights = np.zeros(size, dtype=program.dtype)
         self._by_epoch(self._loss_weights, epochs)[:, :n] = 1.0
-        self._values = np.empty(size, dtype=program.dtype)
+        self._values = np.empty(outputs, dtype=program.dtype)
         self._scales = np.empty(epochs * self.n_batches, dtype=loader.scales.dtype)
         self._weighted = False
 
     def _by_epoch(self, array: np.ndarray, epochs: int) -> np.ndarray:
         """The rows of the first ``epochs`` laid-out epochs of a per-row ``array``, one
         epoch a row (a view)."""
-        return array[:epochs * self._epoch_rows].reshape(epochs, self._epoch_rows)
+        return array[:epochs * self._epoch_rows].reshape(
+            epochs, self._epoch_rows, *array.shape[1:])
 
     def fits(self, loader: MiniBatchLoader) -> bool:
         # The same features: read in place, or copied for this call (arrays refilled in
@@ -235,7 +239,8 @@ class LinearProgramRun(ProgramRun):
             self.per_row["rows"][offset:offset + n] = loader.order
         # Dense features come first; sparse ones are not among the buffers.
         labels, *weights = loader.per_row[0 if loader.sparse else 1:]
-        self.program.targets(labels.reshape(-1), self.per_row["target"][offset:offset + n])
+        target = self.per_row["target"]
+        self.program.targets(labels.reshape(n, *target.shape[1:]), target[offset:offset + n])
         self._weighted = bool(weights)
         if weights:
             self._loss_weights[offset:offset + n] = weights[0]

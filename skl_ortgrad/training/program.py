@@ -42,7 +42,8 @@ Two programs:
 * :func:`linear_program` (:class:`LinearProgram`) writes the step of a linear model
   :math:`s = W x + b` by hand, in 6 to 8 nodes (plus up to 3 for the penalty), for the
   squared error, the binary log loss and the hinge loss (the classifiers' default; the
-  perceptron is its threshold 0). It works on
+  perceptron is its threshold 0), the last two also one-vs-rest over :math:`K` classes
+  (``[b, K]`` scores, the same nodes). It works on
   rows: :math:`W` is ``[1, d]``, the scores of a batch ``[1, b]``, and every per-row
   factor of the update is folded into one per-row input computed in numpy for the whole
   epoch, the *step weight* :math:`c_i = \eta_j \sigma_j s_i` (times :math:`-(2y_i - 1)`
@@ -282,6 +283,9 @@ class LinearProgram(_ScalarInputs):
     scalars : list of (str, str, tuple)
         Per-step scalar inputs (decay, thresholds), as :attr:`StepProgram.scalars`.
     dtype : numpy.dtype
+    n_outputs : int
+        :math:`K`, the scores (one-vs-rest classes); the per-row target, step weights and
+        values are ``(n, K)`` arrays when above 1, ``(n,)`` otherwise.
     """
 
     model: ModelProto
@@ -292,6 +296,7 @@ class LinearProgram(_ScalarInputs):
     n_features: int
     scalars: list[tuple[str, str, tuple[int, ...]]]
     dtype: np.dtype
+    n_outputs: int = 1
 
     #: Input and output names (fixed: the program is written by hand).
     weights = ("coef", "intercept")
@@ -301,8 +306,17 @@ class LinearProgram(_ScalarInputs):
 
     @property
     def weight_shapes(self) -> list[tuple[int, ...]]:
-        """``[1, d]`` and ``[1, 1]``: views of the caller's ``[d, 1]`` and ``[1]``."""
+        """``[1, d]`` and ``[1, 1]``: views of the caller's ``[d, 1]`` and ``[1]``;
+        ``[d, K]`` and ``[1, K]`` for :math:`K` outputs."""
+        if self.n_outputs > 1:
+            return [(self.n_features, self.n_outputs), (1, self.n_outputs)]
         return [(1, self.n_features), (1, 1)]
+
+    def _step_shape(self, count: int) -> tuple[int, ...]:
+        """Shape of ``count`` steps of a per-row input or of the values: ``[1, b]`` a
+        step, ``[b, K]`` for :math:`K` outputs."""
+        b = self.batch_rows
+        return (count, b, self.n_outputs) if self.n_outputs > 1 else (count, 1, b)
 
     def targets(self, labels: np.ndarray, out: np.ndarray) -> None:
         """Write the ``target`` of ``labels`` (the label, or :math:`2y - 1` for the hinge
@@ -316,8 +330,11 @@ class LinearProgram(_ScalarInputs):
     def step_weights(self, rates: np.ndarray, targets: np.ndarray,
                      out: np.ndarray) -> None:
         r"""Write the step weights into ``out``: ``rates`` (per row,
-        :math:`\eta_j \sigma_j s_i`), negated and times the target :math:`2y - 1` for the
-        hinge loss, whose residual is :math:`-(2y - 1)` inside the margin."""
+        :math:`\eta_j \sigma_j s_i`; the same for the :math:`K` outputs of a row), negated
+        and times the target :math:`2y - 1` for the hinge loss, whose residual is
+        :math:`-(2y - 1)` inside the margin."""
+        if out.ndim > rates.ndim:
+            rates = rates[..., None]
         if self.loss == "hinge":
             np.multiply(rates, targets, out=out)
             np.negative(out, out=out)
@@ -343,6 +360,10 @@ class LinearProgram(_ScalarInputs):
                 each = np.logaddexp(dtype(0), v) - targets * v
             else:
                 each = np.maximum(dtype(0), dtype(self.threshold) - v)
+            if self.n_outputs > 1:
+                # Every output of a row weighs the row's weight.
+                return (each * loss_weights[:, None]).reshape(
+                    -1, self.batch_rows * self.n_outputs).sum(axis=1)
             return (each * loss_weights).reshape(-1, self.batch_rows).sum(axis=1)
 
     def feeds(
@@ -362,7 +383,7 @@ class LinearProgram(_ScalarInputs):
         b = self.batch_rows
         result = dict(zip(self.weights, _views(weights, self.weight_shapes), strict=True))
         for name in self.per_row:
-            shape = (count, b) if name == "rows" else (count, 1, b)
+            shape = (count, b) if name == "rows" else self._step_shape(count)
             result[name] = per_row[name][first * b:(first + count) * b].reshape(shape)
         result.update({name: table[name][first:first + count] for name, _, _ in self.scalars})
         return result
@@ -373,7 +394,8 @@ class LinearProgram(_ScalarInputs):
         of the buffers of the new ``weights``."""
         b = self.batch_rows
         result = dict(zip(self.new_weights, _views(weights, self.weight_shapes), strict=True))
-        result[self.values] = values[first * b:(first + count) * b].reshape(count, 1, b)
+        result[self.values] = values[first * b:(first + count) * b].reshape(
+            self._step_shape(count))
         return result
 
 
@@ -627,6 +649,7 @@ def linear_program(
     l2: bool = False,
     threshold: float = 1.0,
     sparse: bool = False,
+    n_outputs: int = 1,
 ) -> LinearProgram:
     r"""The program of ``steps`` steps of a linear model, written by hand, on rows.
 
@@ -656,6 +679,12 @@ def linear_program(
     :math:`W` (at 500k columns, 291 -> 154 µs per step, measured); :math:`aV` is
     formed once after the call's steps.
 
+    ``n_outputs`` :math:`K > 1` (dense rows only: one-vs-rest classes, each output its
+    own binary loss): :math:`W` is ``[d, K]`` as the caller holds it, the scores
+    :math:`S = X_B W + b` are ``[b, K]`` (one ``Gemm``), the per-row inputs and values
+    ``[b, K]``, and :math:`W \leftarrow D_W - X_B^\top U`, :math:`b \leftarrow b -
+    1^\top U` (one ``Gemm`` each): the same nodes.
+
     Parameters
     ----------
     loss : str
@@ -669,6 +698,10 @@ def linear_program(
         Emit the L1 soft threshold / the L2 decay of :math:`W`.
     threshold : float
         The hinge loss's :math:`t`.
+    sparse : bool
+        The form reading the batches' stored values.
+    n_outputs : int
+        :math:`K`.
 
     Returns
     -------
@@ -680,8 +713,14 @@ def linear_program(
         raise ValueError(f"linear_program's loss must be one of {LINEAR_LOSSES}, got "
                          f"{loss!r}.")
     _check_steps(steps)
+    outputs = int(n_outputs)
+    if outputs < 1 or (sparse and outputs > 1):
+        raise ValueError(f"linear_program's n_outputs must be >= 1 (1 when sparse), got "
+                         f"{n_outputs}.")
     p = SparseLinearProgram if sparse else LinearProgram
     elem, b = onnx_dtype(dtype), int(batch_rows)
+    # One step's per-row tensors: [1, b], or [b, K] with K outputs.
+    row_shape = [b, outputs] if outputs > 1 else [1, b]
     # The names of both forms' inputs and outputs, so no node output takes one.
     taken = {LinearProgram.features, *p.weights, *p.new_weights, *LinearProgram.per_row,
              *SparseLinearProgram.stored, p.values, "ones", "margin_threshold", "first_axis",
@@ -690,7 +729,8 @@ def linear_program(
     emit = step.node
     coef, intercept = p.weights
     target, step_weight = p.per_row[-2:]
-    constants: dict[str, np.ndarray] = {"ones": np.ones((b, 1), dtype=dtype)}
+    constants: dict[str, np.ndarray] = {
+        "ones": np.ones((1, b) if outputs > 1 else (b, 1), dtype=dtype)}
     # Sparse with the L2 decay alone: W = a V, the decay multiplies the scalar a, so no
     # step writes all of W twice (the decay, then the update).
     scaled = sparse and l2 and not l1
@@ -709,7 +749,8 @@ def linear_program(
     else:
         rows = p.per_row[0]
         batch = emit("Gather", [p.features, rows], "batch", axis=0)
-        s = emit("Gemm", [coef, batch, intercept], "score", transB=1)
+        s = (emit("Gemm", [batch, coef, intercept], "score") if outputs > 1
+             else emit("Gemm", [coef, batch, intercept], "score", transB=1))
         data = [_info(rows, TensorProto.INT64, [b])]
     if loss == "squared_error":
         values = emit("Sub", [s, target], "residual")
@@ -721,7 +762,7 @@ def linear_program(
     else:
         # [1, b] like the margins (rank and shape matched: no broadcasting); a Cast and a
         # Mul of the mask are faster than a Where (measured 0.3 µs per step).
-        constants["margin_threshold"] = np.full((1, b), threshold, dtype=dtype)
+        constants["margin_threshold"] = np.full(row_shape, threshold, dtype=dtype)
         values = emit("Mul", [s, target], "margin")
         inside = emit("LessOrEqual", [values, "margin_threshold"], "inside")
         mask = emit("Cast", [inside], "inside_mask", to=elem)
@@ -738,20 +779,26 @@ def linear_program(
         steps_at = emit("Mul", [negated, u_of_v], "coef_steps")
         new_coef = emit("ScatterND", [start, column_indices, steps_at], "coef_stepped",
                         reduction="add")
+    elif outputs > 1:
+        # C - A^T B (alpha=-1): X_B^T U for W, then 1^T U for b.
+        new_coef = emit("Gemm", [batch, u, start], "coef_stepped", alpha=-1.0, transA=1)
     else:
         # C - A B (alpha=-1): u X_B for W.
         new_coef = emit("Gemm", [u, batch, start], "coef_stepped", alpha=-1.0)
-    new_intercept = emit("Gemm", [u, "ones", intercept], "intercept_stepped", alpha=-1.0)
+    new_intercept = (
+        emit("Gemm", ["ones", u, intercept], "intercept_stepped", alpha=-1.0) if outputs > 1
+        else emit("Gemm", [u, "ones", intercept], "intercept_stepped", alpha=-1.0))
     template = _Template(
         nodes=step.nodes,
         initializers=[numpy_helper.from_array(v, name) for name, v in constants.items()],
-        data=[*data, _info(target, elem, [1, b]), _info(step_weight, elem, [1, b])],
+        data=[*data, _info(target, elem, row_shape), _info(step_weight, elem, row_shape)],
         scalars=step.scalar_inputs(),
-        weights=[_info(coef, elem, [n_features] if sparse else [1, n_features]),
-                 _info(intercept, elem, [1, 1]),
+        weights=[_info(coef, elem, [n_features] if sparse else
+                       [n_features, outputs] if outputs > 1 else [1, n_features]),
+                 _info(intercept, elem, [1, outputs]),
                  *([_info(_SCALE, elem, [1])] if scaled else [])],
         new_weights=[new_coef, new_intercept, *([new_scale] if scaled else [])],
-        loss=values, loss_shape=(1, b), elem=elem, opsets=[("", OPSET)],
+        loss=values, loss_shape=tuple(row_shape), elem=elem, opsets=[("", OPSET)],
         ir_version=IR_VERSION,
     )
     dataset = [] if sparse else [_info(p.features, elem, [None, n_features])]
@@ -766,6 +813,7 @@ def linear_program(
     return p(
         model=model, loss=loss, threshold=float(threshold), steps=int(steps), batch_rows=b,
         n_features=int(n_features), scalars=template.scalars, dtype=np.dtype(dtype),
+        n_outputs=outputs,
     )
 
 

@@ -1130,12 +1130,13 @@ class Trainer:
             return None
         try:
             if lean is not None:
-                n_features = self.weights_[0].shape[0]
+                n_features, n_outputs = self.weights_[0].shape
                 program = linear_program(
                     lean, n_features, _linear_steps(size, n_features, linear_steps, steps),
                     size,
                     dtype=self.weights_[0].dtype, l1=l1, l2=l2,
                     threshold=getattr(self.learning_loss_, "threshold", 1.0), sparse=sparse,
+                    n_outputs=n_outputs,
                 )
             else:
                 engine = self._engine(weighted)
@@ -1164,7 +1165,9 @@ class Trainer:
         ``NegLogLearningLoss(eps=0, probability_function='sigmoid')`` or
         ``HingeLearningLoss`` (the perceptron too), whose gradient in :math:`s` is
         :math:`s - y`, :math:`\sigma(s) - y` or :math:`-(2y - 1)` inside the margin, and
-        the weights float32 or float64.
+        the weights float32 or float64. Several scores (:math:`K` columns of :math:`W`:
+        the one-vs-rest classes, each column its own binary loss) with the log and hinge
+        losses.
         """
         loss = self.learning_loss_
         if type(loss) is SquareLearningLoss:
@@ -1178,10 +1181,12 @@ class Trainer:
             return None
         names = self.weights_to_train_
         features = linear_features(
-            check_external_data(self.model_onnx, self.external_data_dir), names)
+            check_external_data(self.model_onnx, self.external_data_dir), names,
+            single_output=False)
         if (
             features is None or (penalty and penalized != (names[0],))
             or self.weights_[0].dtype not in (np.float32, np.float64)
+            or (self.weights_[0].shape[1] > 1 and kind == "squared_error")
         ):
             return None
         return kind

@@ -27,6 +27,7 @@ X = RNG.standard_normal((N_ROWS, 5)).astype(np.float32)
 SCORE = X @ RNG.standard_normal(5).astype(np.float32)
 Y_REG = SCORE + 0.3 * RNG.standard_normal(N_ROWS).astype(np.float32)
 Y_BIN = (SCORE + 0.5 * RNG.standard_normal(N_ROWS) > 0).astype(np.int64)
+Y_CLASSES = np.digitize(SCORE + 0.5 * RNG.standard_normal(N_ROWS), [-1.0, 0.0, 1.0])
 
 
 @pytest.fixture
@@ -84,6 +85,18 @@ def test_groups_train_as_single_epochs(monkeypatch, groups, estimator, params, w
     assert sum(groups) <= model.n_iter_
     expected = _alone(monkeypatch, fit)
     _assert_same_state(model, expected)
+
+
+@pytest.mark.parametrize("loss", ["hinge", "log_loss"])
+def test_one_vs_rest_groups_train_as_single_epochs(monkeypatch, groups, loss):
+    """Four classes, one output each in the linear program: grouped as one call per
+    epoch, bit for bit."""
+    def fit():
+        return OnnxSGDClassifier(loss=loss, random_state=0).fit(X, Y_CLASSES)
+
+    model = fit()
+    assert max(groups) > 1 and model.coef_.shape == (4, 5)
+    _assert_same_state(model, _alone(monkeypatch, fit))
 
 
 def test_group_sizes(groups):

@@ -176,12 +176,21 @@ LEAN_KINDS = {"squared_error": "squared_error", "log_loss": "log", "hinge": "hin
               "perceptron": "hinge"}
 
 
-@pytest.mark.parametrize(("task", "params"), LEAN_CASES)
+#: One-vs-rest classes: the linear program with one output per class.
+MULTICLASS_CASES = [
+    ("multiclass", {}), ("multiclass", {"loss": "log_loss"}),
+    ("multiclass", {"loss": "perceptron", "shuffle": False}),
+    ("multiclass", {"penalty": "elasticnet", "alpha": 0.001}),
+    ("multiclass", {"class_weight": {0: 2.0, 1: 1.0, 2: 0.5, 3: 1.0}}),
+]
+
+
+@pytest.mark.parametrize(("task", "params"), [*LEAN_CASES, *MULTICLASS_CASES])
 def test_linear_program_trains_as_per_batch(monkeypatch, chunks, programs, task, params):
-    """The linear models with the squared, the binary log or the hinge loss run the
-    hand-written step, every batch of the epoch (the short last one padded): float32
-    equal to the per-batch path to rounding (the loss sum and the gradient are summed
-    in another order)."""
+    """The linear models with the squared, the log or the hinge loss (one-vs-rest
+    classes too) run the hand-written step, every batch of the epoch (the short last one
+    padded): float32 equal to the per-batch path to rounding (the loss sum and the
+    gradient are summed in another order)."""
     model = _fit(task, **params)
     classes = {"classes": np.unique(Y[task])} if task != "regression" else {}
     model.partial_fit(X, Y[task], **classes)
@@ -243,9 +252,10 @@ def test_linear_program_float64(monkeypatch, chunks, programs, loss):
 
 
 def test_models_and_losses_out_of_the_linear_program_run_the_generic_one(chunks, programs):
-    """Several outputs, a loss with eps > 0 or another loss, a penalized intercept,
-    weights in another order, another graph: the generic program."""
-    OnnxSGDClassifier(loss="log_loss", max_iter=1, tol=None).fit(X, Y["multiclass"])
+    """Another loss (one output or several), a loss with eps > 0, the squared error on
+    several outputs, a penalized intercept, weights in another order, another graph: the
+    generic program."""
+    OnnxSGDClassifier(loss="modified_huber", max_iter=1, tol=None).fit(X, Y["multiclass"])
     OnnxSGDClassifier(loss="modified_huber", max_iter=1, tol=None).fit(X, Y["binary"])
     OnnxSGDRegressor(loss="huber", max_iter=1, tol=None).fit(X, Y["regression"])
     common = {"weights_to_train": ["coef", "intercept"], "batch_size": BATCHES, "max_iter": 1}
@@ -260,7 +270,9 @@ def test_models_and_losses_out_of_the_linear_program_run_the_generic_one(chunks,
     model = _linear_float64()
     model.graph.node[1].op_type = "Sub"
     OrtGradientForwardBackwardOptimizer(model, **common).fit(*data)
-    assert programs == [None] * 7
+    OrtGradientForwardBackwardOptimizer(_linear_float64(outputs=2), **common).fit(
+        data[0], np.stack([data[1], 1 - data[1]], axis=1))
+    assert programs == [None] * 8
 
 
 @pytest.mark.parametrize("lean", [True, False])
@@ -288,16 +300,16 @@ def test_sample_weights(monkeypatch, chunks, programs, lean):
         assert programs == ["squared_error", "log", "hinge"]
 
 
-def _linear_float64():
+def _linear_float64(outputs=1):
     rng = np.random.default_rng(1)
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["X", "coef"], ["product"]),
          helper.make_node("Add", ["product", "intercept"], ["score"])],
         "linear",
         [helper.make_tensor_value_info("X", 11, [None, N_FEATURES])],
-        [helper.make_tensor_value_info("score", 11, [None, 1])],
-        [numpy_helper.from_array(rng.standard_normal((N_FEATURES, 1)), "coef"),
-         numpy_helper.from_array(np.array([0.3]), "intercept")],
+        [helper.make_tensor_value_info("score", 11, [None, outputs])],
+        [numpy_helper.from_array(rng.standard_normal((N_FEATURES, outputs)), "coef"),
+         numpy_helper.from_array(np.full(outputs, 0.3), "intercept")],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)],
                              ir_version=10)
@@ -423,12 +435,14 @@ def test_sparse_stored_values_laid_out_per_call(chunks):
 
 
 def test_sparse_data_out_of_the_linear_program_runs_per_batch(chunks, programs):
-    """Sparse X with a loss the linear program does not write (Huber) or an MLP: the
-    per-batch path, on dense batches."""
+    """Sparse X with a loss the linear program does not write (Huber), one-vs-rest
+    classes (the sparse form has one output) or an MLP: the per-batch path, on dense
+    batches."""
     OnnxSGDRegressor(max_iter=1, tol=None, loss="huber").fit(X_SPARSE, Y["regression"])
+    OnnxSGDClassifier(max_iter=1, tol=None).fit(X_SPARSE, Y["multiclass"])
     OnnxMLPRegressor(hidden_layer_sizes=(3,), batch_size=BATCHES, max_iter=1,
                      solver="sgd", momentum=0.0, tol=None).fit(X_SPARSE, Y["regression"])
-    assert not chunks and programs == [None, None]
+    assert not chunks and programs == [None, "hinge", None]
 
 
 UPDATE_RULES = {
@@ -680,7 +694,9 @@ def test_pickled_stream_resumes_bit_for_bit(monkeypatch, chunks):
     model = stream(pickled_after=1)
     assert chunks
     _assert_same(_state(model), _state(stream()))
-    _assert_same(_state(model), _state(_per_batch(monkeypatch, stream)))
+    # The linear program (one-vs-rest, several outputs) equals the per-batch path to
+    # rounding.
+    _assert_same(_state(model), _state(_per_batch(monkeypatch, stream)), rtol=1e-5)
 
 
 def test_pickled_adam_stream_resumes_bit_for_bit(monkeypatch, chunks):

@@ -60,8 +60,9 @@ RATE = LearningRateSGD(eta0=0.2, power_t=0.25, learning_rate="invscaling")
 ROWS = BATCH
 
 
-def _linear(dtype: type) -> onnx.ModelProto:
-    """``score = X @ coef + intercept``, what a converted linear model reduces to."""
+def _linear(dtype: type, outputs: int = 1) -> onnx.ModelProto:
+    """``score = X @ coef + intercept``, what a converted linear model reduces to (with
+    ``outputs`` scores: a one-vs-rest classifier)."""
     elem = onnx_dtype(dtype)
     rng = np.random.default_rng(1)
     graph = helper.make_graph(
@@ -69,18 +70,22 @@ def _linear(dtype: type) -> onnx.ModelProto:
          helper.make_node("Add", ["product", "intercept"], ["score"])],
         "linear",
         [helper.make_tensor_value_info("X", elem, [None, N_FEATURES])],
-        [helper.make_tensor_value_info("score", elem, [None, 1])],
-        [numpy_helper.from_array(rng.standard_normal((N_FEATURES, 1)).astype(dtype), "coef"),
-         numpy_helper.from_array(np.array([0.3], dtype=dtype), "intercept")],
+        [helper.make_tensor_value_info("score", elem, [None, outputs])],
+        [numpy_helper.from_array(
+            rng.standard_normal((N_FEATURES, outputs)).astype(dtype), "coef"),
+         numpy_helper.from_array(np.linspace(0.3, -0.3, outputs).astype(dtype),
+                                 "intercept")],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)],
                              ir_version=10)
 
 
 @functools.cache
-def _gradient(loss: str, backend: str, dtype: type, weighted: bool = False):
+def _gradient(loss: str, backend: str, dtype: type, weighted: bool = False,
+              outputs: int = 1):
     graph = LOSSES[loss].build_onnx_function(21, "cpu", weighted=weighted, dtype=dtype)
-    model = merge_loss_graph(_linear(dtype), graph, label_name="label", loss_name="loss",
+    model = merge_loss_graph(_linear(dtype, outputs), graph, label_name="label",
+                             loss_name="loss",
                              weight_name="sample_weight" if weighted else None)
     return model, build_gradient(model, WEIGHTS, backend=backend)
 
@@ -94,16 +99,19 @@ ORDER = np.random.default_rng(2).permutation(N_BATCHES * BATCH)
 
 
 @functools.cache
-def _data(loss: str, dtype: type) -> dict[str, np.ndarray]:
+def _data(loss: str, dtype: type, outputs: int = 1) -> dict[str, np.ndarray]:
     """The dataset (with sample weights: integers, some zero), and under ``"rows"`` the
-    epoch's order."""
+    epoch's order; with several ``outputs``, one-hot labels of as many classes."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((N_BATCHES * BATCH, N_FEATURES))
     # Zeros, some rows all zero: what the sparse program skips.
     X[np.random.default_rng(1).random(X.shape) < 0.4] = 0.0
     X[[3, 17]] = 0.0
     score = X @ rng.standard_normal((N_FEATURES, 1)) + 0.5
-    if loss != "squared_error":
+    if outputs > 1:
+        noisy = score[:, 0] + rng.standard_normal(len(score))
+        y = np.eye(outputs)[np.digitize(noisy, np.quantile(noisy, [1 / 3, 2 / 3]))]
+    elif loss != "squared_error":
         y = (score + rng.standard_normal(score.shape) > 0).astype(float)
     else:
         y = score + 0.1 * rng.standard_normal(score.shape)
@@ -134,8 +142,9 @@ def _session(model: onnx.ModelProto, unoptimized: bool = False) -> InferenceSess
                             providers=["CPUExecutionProvider"])
 
 
-def _initial(dtype: type) -> list[np.ndarray]:
-    inits = {i.name: numpy_helper.to_array(i) for i in _linear(dtype).graph.initializer}
+def _initial(dtype: type, outputs: int = 1) -> list[np.ndarray]:
+    inits = {i.name: numpy_helper.to_array(i)
+             for i in _linear(dtype, outputs).graph.initializer}
     return [inits[name].copy() for name in WEIGHTS]
 
 
@@ -148,21 +157,21 @@ def _penalty(l1: float, l2: float):
 
 
 def _reference(loss: str, backend: str, dtype: type, l1: float, l2: float,
-               weighted: bool = False):
+               weighted: bool = False, outputs: int = 1):
     """Weights and batch losses of the per-batch path: one fused call per batch, then the
     numpy steppers, as ``_epoch`` runs them: the penalty's step, then the gradient's."""
-    _, gradient = _gradient(loss, backend, dtype, weighted)
+    _, gradient = _gradient(loss, backend, dtype, weighted, outputs)
     step = OrtGradientStep(
         gradient.static(_per_row(weighted), BATCH),
         unoptimized_session_options(session_options(1)) if gradient.unoptimized
         else session_options(1),
         ["CPUExecutionProvider"],
     )
-    weights = _initial(dtype)
+    weights = _initial(dtype, outputs)
     loss_buffer, *gradients = step.outputs
     update = RATE.stepper(weights, gradients, [])
     decay = _penalty(l1, l2).stepper([weights[0]])
-    data = _data(loss, dtype)
+    data = _data(loss, dtype, outputs)
     losses = []
     cpu = OrtDevice(OrtDevice.cpu(), OrtDevice.default_memory(), 0)
     scales = _scales(loss, dtype, weighted).astype(dtype)
@@ -217,26 +226,29 @@ def _stored_layout(X: np.ndarray, first: int, count: int) -> tuple[np.ndarray, n
 
 
 def _run_linear(program: LinearProgram, loss: str, dtype: type, l1: float, l2: float,
-                weighted: bool = False):
+                weighted: bool = False, outputs: int = 1):
     """The linear program over the epoch, its per-row inputs from their formulas: the
     rows' indices, the target (2y - 1 for the hinge loss) and the step weight
     eta_j sigma_j s_i (negated and times the target for the hinge loss); the batch
     losses from the per-row values. The sparse program reads the rows' non-zero values
     (:func:`_stored_layout`) instead."""
-    data = _data(loss, dtype)
+    data = _data(loss, dtype, outputs)
     session = _session(program.model)
     scales = _scales(loss, dtype, weighted)
     table = program.scalar_table(_etas(), scales, l1, l2, ROWS)
-    label = data["label"][ORDER, 0].astype(np.float64)
+    label = data["label"][ORDER].astype(np.float64)
+    label = label[:, 0] if outputs == 1 else label
     row_weight = data["sample_weight"][ORDER] if weighted else np.ones(len(ORDER))
     target = 2 * label - 1 if loss == "hinge" else label
     step_weight = np.repeat(_etas() * scales, BATCH) * row_weight
+    if outputs > 1:
+        step_weight = np.repeat(step_weight[:, None], outputs, axis=1)
     if loss == "hinge":
         step_weight = -target * step_weight
     per_row = {"rows": ORDER.astype(np.int64), "target": target.astype(dtype),
                "step_weight": step_weight.astype(dtype)}
-    weights = _initial(dtype)
-    values = np.empty(len(ORDER), dtype=dtype)
+    weights = _initial(dtype, outputs)
+    values = np.empty(target.shape, dtype=dtype)
     for first in range(0, N_BATCHES, program.steps):
         count = min(program.steps, N_BATCHES - first)
         if isinstance(program, SparseLinearProgram):
@@ -288,6 +300,22 @@ def test_linear_program_matches_per_batch_steps(loss, penalty, weighted, sparse)
         program = linear_program(loss, N_FEATURES, steps, BATCH, np.float64,
                                  l1=l1 > 0, l2=l2 > 0, sparse=sparse)
         got = _run_linear(program, loss, np.float64, l1, l2, weighted=weighted)
+        _check(*got, *expected)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("penalty", ["none", "l2", "l1", "elastic"])
+@pytest.mark.parametrize("loss", ["log", "hinge"])
+def test_linear_program_with_several_outputs_matches_per_batch_steps(loss, penalty,
+                                                                    weighted):
+    """Three one-vs-rest classes (one-hot labels, each score its own binary loss), 1, 3
+    and 8 steps per call: the gradient graph's weights and batch losses to 1e-10."""
+    l1, l2 = PENALTIES[penalty]
+    expected = _reference(loss, "onnx", np.float64, l1, l2, weighted=weighted, outputs=3)
+    for steps in (1, 3, 8):
+        program = linear_program(loss, N_FEATURES, steps, BATCH, np.float64,
+                                 l1=l1 > 0, l2=l2 > 0, n_outputs=3)
+        got = _run_linear(program, loss, np.float64, l1, l2, weighted=weighted, outputs=3)
         _check(*got, *expected)
 
 
@@ -420,6 +448,12 @@ def test_program_graphs():
             assert len(body(linear_program(loss, N_FEATURES, 8, BATCH, l1=True, l2=True,
                                            sparse=sparse))) == count + 3
     assert body(linear_program("hinge", N_FEATURES, 8, BATCH)).count("Gemm") == 3
+    # Several outputs: the same nodes.
+    for loss in ("log", "hinge"):
+        outputs = linear_program(loss, N_FEATURES, 8, BATCH, l2=True, n_outputs=3)
+        onnx.checker.check_model(outputs.model, full_check=True)
+        assert body(outputs) == body(linear_program(loss, N_FEATURES, 8, BATCH, l2=True))
+        assert outputs.weight_shapes == [(N_FEATURES, 3), (1, 3)]
     sparse_body = body(linear_program("hinge", N_FEATURES, 8, BATCH, sparse=True))
     assert sparse_body.count("Gemm") == 1 and sparse_body.count("ScatterND") == 1
     # Sparse with L2 alone: W = a V, the decay on the scale a (two scalar nodes and a
@@ -454,6 +488,9 @@ def test_bad_arguments():
         generic_program(fused, WEIGHTS, 0, BATCH)
     with pytest.raises(ValueError, match="loss must be one of"):
         linear_program("huber", N_FEATURES, 2, BATCH)
+    for outputs, sparse in ((0, False), (2, True)):
+        with pytest.raises(ValueError, match=r"n_outputs must be >= 1 \(1 when sparse\)"):
+            linear_program("hinge", N_FEATURES, 2, BATCH, n_outputs=outputs, sparse=sparse)
     program = linear_program("squared_error", N_FEATURES, 2, BATCH)
     table = program.scalar_table(np.ones(2), np.ones(2))
     weights = _initial(np.float32)
