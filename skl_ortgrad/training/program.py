@@ -417,7 +417,10 @@ class SparseLinearProgram(LinearProgram):
 
     @property
     def weight_shapes(self) -> list[tuple[int, ...]]:
-        """``[d]`` and ``[1, 1]``: views of the caller's ``[d, 1]`` and ``[1]``."""
+        """``[d]`` and ``[1, 1]``: views of the caller's ``[d, 1]`` and ``[1]``; ``[d, K]``
+        and ``[1, K]`` for :math:`K` outputs."""
+        if self.n_outputs > 1:
+            return super().weight_shapes
         return [(self.n_features,), (1, 1)]
 
     def feeds(  # type: ignore[override]
@@ -429,6 +432,8 @@ class SparseLinearProgram(LinearProgram):
         ``columns`` (int64) and ``values`` of shape ``[count, width, b]`` (the stored
         values of row ``i`` of step ``j`` down ``[j, :, i]``, padded with column 0 and
         value 0), the epoch's ``per_row`` arrays and ``table``, the ``weights``."""
+        if self.n_outputs > 1:
+            values = values[..., None]  # against the [b, K] scores of each step
         return {**dict(zip(self.stored, (columns, columns[..., None], values, -values),
                            strict=True)),
                 **self._step_feeds(per_row, table, weights, first, count)}
@@ -679,11 +684,12 @@ def linear_program(
     :math:`W` (at 500k columns, 291 -> 154 µs per step, measured); :math:`aV` is
     formed once after the call's steps.
 
-    ``n_outputs`` :math:`K > 1` (dense rows only: one-vs-rest classes, each output its
-    own binary loss): :math:`W` is ``[d, K]`` as the caller holds it, the scores
-    :math:`S = X_B W + b` are ``[b, K]`` (one ``Gemm``), the per-row inputs and values
-    ``[b, K]``, and :math:`W \leftarrow D_W - X_B^\top U`, :math:`b \leftarrow b -
-    1^\top U` (one ``Gemm`` each): the same nodes.
+    ``n_outputs`` :math:`K > 1` (one-vs-rest classes, each output its own binary loss):
+    :math:`W` is ``[d, K]`` as the caller holds it, the scores :math:`S = X_B W + b` are
+    ``[b, K]`` (one ``Gemm``), the per-row inputs and values ``[b, K]``, and :math:`W
+    \leftarrow D_W - X_B^\top U`, :math:`b \leftarrow b - 1^\top U` (one ``Gemm``
+    each): the same nodes. The sparse form gathers ``[width, b, K]`` rows of :math:`W`,
+    its values fed ``[width, b, 1]``, and scatters ``[width, b, K]`` steps.
 
     Parameters
     ----------
@@ -714,9 +720,8 @@ def linear_program(
                          f"{loss!r}.")
     _check_steps(steps)
     outputs = int(n_outputs)
-    if outputs < 1 or (sparse and outputs > 1):
-        raise ValueError(f"linear_program's n_outputs must be >= 1 (1 when sparse), got "
-                         f"{n_outputs}.")
+    if outputs < 1:
+        raise ValueError(f"linear_program's n_outputs must be >= 1, got {n_outputs}.")
     p = SparseLinearProgram if sparse else LinearProgram
     elem, b = onnx_dtype(dtype), int(batch_rows)
     # One step's per-row tensors: [1, b], or [b, K] with K outputs.
@@ -737,15 +742,19 @@ def linear_program(
     if sparse:
         columns, column_indices, stored, negated = SparseLinearProgram.stored
         constants["first_axis"] = np.zeros(1, dtype=np.int64)
+        # With K outputs, W [d, K] gathers [width, b, K] and the values come as
+        # [width, b, 1]: the sum over the stored values is the [b, K] scores.
         products = emit("Mul", [emit("Gather", [coef, columns], "coef_at_columns"), stored],
                         "products")
-        dots = emit("ReduceSum", [products, "first_axis"], "dots", keepdims=1)
+        dots = emit("ReduceSum", [products, "first_axis"], "dots",
+                    keepdims=0 if outputs > 1 else 1)
         if scaled:
             dots = emit("Mul", [dots, _SCALE], "scaled_dots")
         s = emit("Add", [dots, intercept], "score")
-        data = [_info(name, TensorProto.INT64 if name == columns else elem, ["width", b])
-                for name in (columns, stored, negated)]
-        data.insert(1, _info(column_indices, TensorProto.INT64, ["width", b, 1]))
+        values_shape = ["width", b, 1] if outputs > 1 else ["width", b]
+        data = [_info(columns, TensorProto.INT64, ["width", b]),
+                _info(column_indices, TensorProto.INT64, ["width", b, 1]),
+                _info(stored, elem, values_shape), _info(negated, elem, values_shape)]
     else:
         rows = p.per_row[0]
         batch = emit("Gather", [p.features, rows], "batch", axis=0)
@@ -773,7 +782,8 @@ def linear_program(
         u_of_v = emit("Div", [u, new_scale], "residual_of_v")
     else:
         u_of_v = u
-    start = coef if scaled else _proximal(step, coef, 1 if sparse else 2, l1, l2)
+    start = coef if scaled else _proximal(step, coef, 1 if sparse and outputs == 1 else 2,
+                                          l1, l2)
     if sparse:
         # Each stored value's step -v u_i, added at its column.
         steps_at = emit("Mul", [negated, u_of_v], "coef_steps")
@@ -793,8 +803,8 @@ def linear_program(
         initializers=[numpy_helper.from_array(v, name) for name, v in constants.items()],
         data=[*data, _info(target, elem, row_shape), _info(step_weight, elem, row_shape)],
         scalars=step.scalar_inputs(),
-        weights=[_info(coef, elem, [n_features] if sparse else
-                       [n_features, outputs] if outputs > 1 else [1, n_features]),
+        weights=[_info(coef, elem, [n_features, outputs] if outputs > 1 else
+                       [n_features] if sparse else [1, n_features]),
                  _info(intercept, elem, [1, outputs]),
                  *([_info(_SCALE, elem, [1])] if scaled else [])],
         new_weights=[new_coef, new_intercept, *([new_scale] if scaled else [])],

@@ -387,7 +387,9 @@ X_SPARSE = _sparse(X)
 
 
 @pytest.mark.parametrize(("task", "params"), [
-    *LEAN_CASES, ("binary", {"class_weight": {0: 1.0, 1: 3.0}, "dtype": np.float64}),
+    *LEAN_CASES, *MULTICLASS_CASES[:-1],
+    ("binary", {"class_weight": {0: 1.0, 1: 3.0}, "dtype": np.float64}),
+    ("multiclass", {**MULTICLASS_CASES[-1][1], "dtype": np.float64}),
 ])
 def test_sparse_linear_models_train_in_the_sparse_program(monkeypatch, chunks, programs,
                                                           task, params):
@@ -396,7 +398,9 @@ def test_sparse_linear_models_train_in_the_sparse_program(monkeypatch, chunks, p
     rows dense and to the per-batch path (dense batches, the gradient graph): fit, then
     partial_fit. The perceptron is compared to the dense program only: its margins tie
     at 0 on the empty rows, where rounding decides the step, and the two paths' intercepts
-    round differently."""
+    round differently. Class weights run in float64 (to 1e-10): in float32 the
+    one-vs-rest intercepts of the per-batch path, summed in another order, drift 5e-5
+    apart over the epochs."""
     classes = {"classes": np.unique(Y[task])} if task != "regression" else {}
 
     def train(features=X_SPARSE):
@@ -435,14 +439,12 @@ def test_sparse_stored_values_laid_out_per_call(chunks):
 
 
 def test_sparse_data_out_of_the_linear_program_runs_per_batch(chunks, programs):
-    """Sparse X with a loss the linear program does not write (Huber), one-vs-rest
-    classes (the sparse form has one output) or an MLP: the per-batch path, on dense
-    batches."""
+    """Sparse X with a loss the linear program does not write (Huber) or an MLP: the
+    per-batch path, on dense batches."""
     OnnxSGDRegressor(max_iter=1, tol=None, loss="huber").fit(X_SPARSE, Y["regression"])
-    OnnxSGDClassifier(max_iter=1, tol=None).fit(X_SPARSE, Y["multiclass"])
     OnnxMLPRegressor(hidden_layer_sizes=(3,), batch_size=BATCHES, max_iter=1,
                      solver="sgd", momentum=0.0, tol=None).fit(X_SPARSE, Y["regression"])
-    assert not chunks and programs == [None, "hinge", None]
+    assert not chunks and programs == [None, None]
 
 
 UPDATE_RULES = {

@@ -303,18 +303,20 @@ def test_linear_program_matches_per_batch_steps(loss, penalty, weighted, sparse)
         _check(*got, *expected)
 
 
+@pytest.mark.parametrize("sparse", [False, True], ids=["rows", "stored values"])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("penalty", ["none", "l2", "l1", "elastic"])
 @pytest.mark.parametrize("loss", ["log", "hinge"])
 def test_linear_program_with_several_outputs_matches_per_batch_steps(loss, penalty,
-                                                                    weighted):
+                                                                    weighted, sparse):
     """Three one-vs-rest classes (one-hot labels, each score its own binary loss), 1, 3
-    and 8 steps per call: the gradient graph's weights and batch losses to 1e-10."""
+    and 8 steps per call, on rows or on their stored values: the gradient graph's weights
+    and batch losses to 1e-10."""
     l1, l2 = PENALTIES[penalty]
     expected = _reference(loss, "onnx", np.float64, l1, l2, weighted=weighted, outputs=3)
     for steps in (1, 3, 8):
         program = linear_program(loss, N_FEATURES, steps, BATCH, np.float64,
-                                 l1=l1 > 0, l2=l2 > 0, n_outputs=3)
+                                 l1=l1 > 0, l2=l2 > 0, n_outputs=3, sparse=sparse)
         got = _run_linear(program, loss, np.float64, l1, l2, weighted=weighted, outputs=3)
         _check(*got, *expected)
 
@@ -448,12 +450,15 @@ def test_program_graphs():
             assert len(body(linear_program(loss, N_FEATURES, 8, BATCH, l1=True, l2=True,
                                            sparse=sparse))) == count + 3
     assert body(linear_program("hinge", N_FEATURES, 8, BATCH)).count("Gemm") == 3
-    # Several outputs: the same nodes.
+    # Several outputs: the same nodes, in either form.
     for loss in ("log", "hinge"):
-        outputs = linear_program(loss, N_FEATURES, 8, BATCH, l2=True, n_outputs=3)
-        onnx.checker.check_model(outputs.model, full_check=True)
-        assert body(outputs) == body(linear_program(loss, N_FEATURES, 8, BATCH, l2=True))
-        assert outputs.weight_shapes == [(N_FEATURES, 3), (1, 3)]
+        for sparse in (False, True):
+            outputs = linear_program(loss, N_FEATURES, 8, BATCH, l2=True, n_outputs=3,
+                                     sparse=sparse)
+            onnx.checker.check_model(outputs.model, full_check=True)
+            assert body(outputs) == body(linear_program(loss, N_FEATURES, 8, BATCH, l2=True,
+                                                        sparse=sparse))
+            assert outputs.weight_shapes == [(N_FEATURES, 3), (1, 3)]
     sparse_body = body(linear_program("hinge", N_FEATURES, 8, BATCH, sparse=True))
     assert sparse_body.count("Gemm") == 1 and sparse_body.count("ScatterND") == 1
     # Sparse with L2 alone: W = a V, the decay on the scale a (two scalar nodes and a
@@ -488,9 +493,9 @@ def test_bad_arguments():
         generic_program(fused, WEIGHTS, 0, BATCH)
     with pytest.raises(ValueError, match="loss must be one of"):
         linear_program("huber", N_FEATURES, 2, BATCH)
-    for outputs, sparse in ((0, False), (2, True)):
-        with pytest.raises(ValueError, match=r"n_outputs must be >= 1 \(1 when sparse\)"):
-            linear_program("hinge", N_FEATURES, 2, BATCH, n_outputs=outputs, sparse=sparse)
+    for sparse in (False, True):
+        with pytest.raises(ValueError, match="n_outputs must be >= 1"):
+            linear_program("hinge", N_FEATURES, 2, BATCH, n_outputs=0, sparse=sparse)
     program = linear_program("squared_error", N_FEATURES, 2, BATCH)
     table = program.scalar_table(np.ones(2), np.ones(2))
     weights = _initial(np.float32)
