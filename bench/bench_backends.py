@@ -5,9 +5,9 @@ Seconds per epoch (estimator ``partial_fit``, defaults, float32) with
 at its defaults, interleaved in one process, on the four problems of the speed issue's
 criteria (regression, binary and 10-class classification, an MLP), on the regression
 with float64 input (numpy's default: scikit-learn trains on it as is, ours checks and
-casts it to float32 at every call), and on a sparse binary problem (CSR, 1% of the
-values stored: scikit-learn's SGD works on the stored values, ours densifies every batch);
-then the time to build
+casts it to float32 at every call), and on sparse problems, binary and 10 classes (CSR,
+1% of the values stored: both work on the stored values, scikit-learn's per sample, ours
+per batch of 32); then the time to build
 the training
 program (gradient graph + sessions, a 1-row ``fit``). The training backend exists only on
 Python <= 3.12 (onnxruntime-training-cpu 1.19.2): when the Python 3.13 environment of
@@ -72,7 +72,7 @@ def _data(n: int, d: int, kind: str, layout: str = "float32",
 # name -> (rows, features, kind, layout of X (_data), ours(backend), scikit-learn's
 # counterpart): the speed issue's criteria, both sides at their defaults (batch 32 for
 # ours, hinge loss and 'optimal' rate for the classifiers, squared error and 'invscaling'
-# for the regressors), then the regression on float64 input and a sparse problem.
+# for the regressors), then the regression on float64 input and sparse problems.
 PROBLEMS: dict[str, tuple[int, int, str, str, Callable[[str], Any], Callable[[], Any]]] = {
     "SGDRegressor defaults, 100k x 100": (
         100_000, 100, "regression", "float32",
@@ -96,6 +96,10 @@ PROBLEMS: dict[str, tuple[int, int, str, str, Callable[[str], Any], Callable[[],
         lambda: SGDRegressor(random_state=0)),
     "SGDClassifier defaults (hinge), binary, sparse 20k x 1,000 (1% stored)": (
         20_000, 1_000, "binary", "sparse",
+        lambda b: OnnxSGDClassifier(backend=b, random_state=0),
+        lambda: SGDClassifier(random_state=0)),
+    "SGDClassifier defaults (hinge), 10 classes, sparse 20k x 1,000 (1% stored)": (
+        20_000, 1_000, "classes", "sparse",
         lambda b: OnnxSGDClassifier(backend=b, random_state=0),
         lambda: SGDClassifier(random_state=0)),
 }
