@@ -202,14 +202,14 @@ class LinearProgramRun(ProgramRun):
         self._start(program, session, weights, len(loader.rows), epochs)
         self.epochs_per_call = epochs
         self._epoch_rows, self._n_rows = self.n_batches * program.batch_rows, loader.n_rows
-        size, n = epochs * self._epoch_rows, loader.n_rows
+        size = epochs * self._epoch_rows
         # One value per row, or per row and output.
         outputs = (size, program.n_outputs) if program.n_outputs > 1 else (size,)
         self.per_row = {name: np.zeros(size, dtype=np.int64) if name == "rows"
                         else np.zeros(outputs, dtype=program.dtype)
                         for name in program.per_row}
         self._loss_weights = np.zeros(size, dtype=program.dtype)
-        self._by_epoch(self._loss_weights, epochs)[:, :n] = 1.0
+        self._by_epoch(self._loss_weights, epochs)[:, :self._n_rows] = 1.0
         self._values = np.empty(outputs, dtype=program.dtype)
         self._scales = np.empty(epochs * self.n_batches, dtype=loader.scales.dtype)
         self._weighted = False

@@ -71,17 +71,18 @@ def cached_session(
     return SESSIONS.get(key, build)
 
 
-_IO_NAMES: weakref.WeakKeyDictionary[InferenceSession, tuple[list[str], list[str]]] = (
+_IO_NAMES: weakref.WeakKeyDictionary[InferenceSession,
+                                     tuple[tuple[str, ...], tuple[str, ...]]] = (
     weakref.WeakKeyDictionary())
 
 
-def io_names(session: InferenceSession) -> tuple[list[str], list[str]]:
+def io_names(session: InferenceSession) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The names of ``session``'s inputs and of its outputs, in order, read once per
     session: each read of an onnxruntime ``NodeArg`` costs about a microsecond, and the
-    cached sessions serve fit after fit. The lists are shared: callers only read them."""
+    cached sessions serve fit after fit. Tuples: every caller shares them."""
     names = _IO_NAMES.get(session)
     if names is None:
-        names = ([i.name for i in session.get_inputs()],
-                 [o.name for o in session.get_outputs()])
+        names = (tuple(i.name for i in session.get_inputs()),
+                 tuple(o.name for o in session.get_outputs()))
         _IO_NAMES[session] = names
     return names

@@ -76,7 +76,8 @@ class OrtGradientStep:
         # Shared with every step of the same graph (cached_session): only the output
         # buffers and run options below belong to this step.
         self._session = cached_session(fused_model, sess_options, providers, provider_options)
-        self.feed_names, self.fetch_names = io_names(self._session)
+        # Lists of the step's own (public attributes), from the session's shared names.
+        self.feed_names, self.fetch_names = map(list, io_names(self._session))
         dtypes = {
             out.name: numpy_dtype(out.type.tensor_type.elem_type)
             for out in fused_model.graph.output

@@ -837,8 +837,7 @@ class Trainer:
         rate = self.learning_rate_
         generator = loader.random_state.get_state() if loader.shuffle else None
         rows = sum(loader.rows)
-        ts = self.t_ + (np.arange(epochs)[:, None] * rows + loader.starts).ravel()
-        etas = rate.schedule(ts) * rate.eta_factor(self.lr_state_)
+        etas = self._rates((np.arange(epochs)[:, None] * rows + loader.starts).ravel())
         weight_sums = []
         for epoch in range(epochs):
             loader.epoch(features=False)
@@ -853,10 +852,7 @@ class Trainer:
             if generator is not None:
                 loader.random_state.set_state(generator)
             return []
-        for array, new in zip(program.weights, program.new_weights, strict=True):
-            np.copyto(array, new)
-        rate.advance_state(self.lr_state_, epochs * program.n_batches)
-        self.t_ += epochs * rows
+        self._take_steps(program, epochs * program.n_batches, epochs * rows)
         means = []
         for batch_losses, weight_sum in zip(losses.tolist(), weight_sums, strict=True):
             # Summed in the order _epoch sums them.
@@ -926,8 +922,7 @@ class Trainer:
         weights = self.weights_
         average = self._averager() if self.average else None
         # The schedule at the t of every batch; Python floats keep float32 updates float32.
-        eta_array = self.learning_rate_.schedule(self.t_ + loader.starts) * (
-            self.learning_rate_.eta_factor(self.lr_state_))
+        eta_array = self._rates(loader.starts)
         etas = eta_array.tolist()
         feed = loader.epoch(features=program is None or program.needs_features)
         totals = loader.totals
@@ -988,10 +983,7 @@ class Trainer:
                         batches(first, first + count)
                         continue
                     updating = True
-                    for array, new in zip(program.weights, program.new_weights, strict=True):
-                        np.copyto(array, new)
-                    rate.advance_state(self.lr_state_, count)
-                    self.t_ += sum(rows[first:first + count])
+                    self._take_steps(program, count, sum(rows[first:first + count]))
                     updating = False
                     # One by one, as the per-batch path sums them: the same epoch loss.
                     for loss in losses:
@@ -1011,6 +1003,20 @@ class Trainer:
             raise _Diverged(len(rows) - 1, np.inf, etas[-1], last, what="the weights are")
         weight_sum = float(totals.sum())
         return total / weight_sum if weight_sum else 0.0
+
+    def _rates(self, offsets: np.ndarray) -> np.ndarray:
+        """The learning rate of the batches starting ``offsets`` samples after ``t_``
+        (the adaptive divisor applied)."""
+        rate = self.learning_rate_
+        return rate.schedule(self.t_ + offsets) * rate.eta_factor(self.lr_state_)
+
+    def _take_steps(self, program: ProgramRun, steps: int, samples: int) -> None:
+        """Make a program call's new weights and states the current ones: ``steps``
+        batches of ``samples`` rows in all ran."""
+        for array, new in zip(program.weights, program.new_weights, strict=True):
+            np.copyto(array, new)
+        self.learning_rate_.advance_state(self.lr_state_, steps)
+        self.t_ += samples
 
     def _penalty_scalars(self) -> tuple[float, float, int]:
         """The elastic penalty's ``l1``, ``l2`` and ``rows`` a program's schedule takes

@@ -227,11 +227,12 @@ def test_pickle_and_deepcopy_after_fit_predict_the_same(breast_cancer):
 def test_io_names_read_once_per_session():
     session = cached_session(_add_model(3.0), session_options(1), CPU)
     names = io_names(session)
-    assert names == (["x"], ["y"])
+    assert names == (("x",), ("y",))
     assert io_names(session) is names
     two_outputs = helper.make_model(helper.make_graph(
         [helper.make_node("Add", ["a", "a"], ["s"]), helper.make_node("Mul", ["a", "a"], ["p"])],
         "two", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1])],
         [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1]) for name in ("p", "s")]),
         opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
-    assert io_names(cached_session(two_outputs, session_options(1), CPU)) == (["a"], ["p", "s"])
+    assert io_names(cached_session(two_outputs, session_options(1), CPU)) == (("a",),
+                                                                              ("p", "s"))
