@@ -13,6 +13,7 @@ from skl_ortgrad.estimators import (
 )
 from skl_ortgrad.estimators.persistence import load, save
 from skl_ortgrad.exceptions import ConvergenceError, PickleVersionWarning
+from skl_ortgrad.training.loss_penalty import L2LossPenalty
 from skl_ortgrad.training.sgd_learning_loss import (
     AbsoluteLearningLoss,
     BaseLearningLoss,
@@ -50,6 +51,7 @@ __all__ = [
     "EpsilonInsensitiveLearningLoss",
     "HingeLearningLoss",
     "HuberLearningLoss",
+    "L2LossPenalty",
     "LearningRateAdam",
     "LearningRateSGD",
     "LearningRateSGDNesterov",

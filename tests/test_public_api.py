@@ -16,6 +16,7 @@ def test_top_level_names():
         EpsilonInsensitiveLearningLoss,
         HingeLearningLoss,
         HuberLearningLoss,
+        L2LossPenalty,
         LearningRateSGD,
         LearningRateSGDNesterov,
         ModifiedHuberLearningLoss,
@@ -40,7 +41,7 @@ def test_top_level_names():
         ModifiedHuberLearningLoss,
     ):
         assert issubclass(loss, BaseLearningLoss)
-    for penalty in (NoLearningPenalty, ElasticLearningPenalty):
+    for penalty in (NoLearningPenalty, ElasticLearningPenalty, L2LossPenalty):
         assert issubclass(penalty, BaseLearningPenalty)
     assert OnnxSGDRegressor().get_params()["max_iter"] == 1000
 

@@ -27,6 +27,7 @@ from skl_ortgrad.estimators.conversion import convert_model
 from skl_ortgrad.graph.weights import get_train_initializer
 from skl_ortgrad.runtime.random_state import check_random_state
 from skl_ortgrad.training.lbfgs import fit_lbfgs
+from skl_ortgrad.training.loss_penalty import L2LossPenalty
 from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
 from skl_ortgrad.training.sgd_learning_loss import (
     BaseLearningLoss,
@@ -34,7 +35,10 @@ from skl_ortgrad.training.sgd_learning_loss import (
     PoissonLearningLoss,
     SquareLearningLoss,
 )
-from skl_ortgrad.training.sgd_learning_penalty import ElasticLearningPenalty
+from skl_ortgrad.training.sgd_learning_penalty import (
+    ElasticLearningPenalty,
+    NoLearningPenalty,
+)
 from skl_ortgrad.training.sgd_learning_rate import (
     BaseLearningRate,
     LearningRateAdam,
@@ -119,18 +123,30 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
         )
         if self.learning_rate == "adaptive":
             return ScaledLearningRate(rate, adaptive=True)
+        if self.learning_rate == "invscaling":
+            # scikit-learn's MLPs change this rate at the end of each epoch only.
+            return ScaledLearningRate(rate, per_epoch=True)
         return rate
 
     def _training_objects(self, batch_size: int, mean_weight: float) -> tuple[Any, Any, Any]:
         r"""The rate of :meth:`_rate`, the loss, and scikit-learn's MLP L2 term
-        :math:`\frac{\alpha}{2 n_B} \sum \|W\|^2`.
+        :math:`\frac{\alpha}{2} \sum \|W\|^2` of every batch's loss.
 
-        Its gradient is :math:`\alpha W / n_B` for a batch of :math:`n_B` rows, which the
-        penalty applies as the decay :math:`W \leftarrow W (1 - \eta \alpha / n_B)`; a
-        batch's sample weights count as its rows, as in the weighted mean loss.
+        Its gradient :math:`\alpha W`, scaled as the rest of the batch's by :math:`1 /
+        n_B` (the batch's rows or summed sample weights), goes through the update rule
+        as scikit-learn's (:class:`~skl_ortgrad.L2LossPenalty`;
+        none for :math:`\alpha = 0`).
+        L-BFGS minimizes the mean loss of all the rows plus :math:`\frac{\alpha}{2 n}
+        \sum \|W\|^2` (``batch_size`` is then every row), its gradient added to the
+        loss gradient.
         """
-        rows = max(batch_size * mean_weight, 1e-12)
-        penalty = ElasticLearningPenalty(l1=0.0, l2=float(self.alpha) / rows)
+        if self.solver == "lbfgs":
+            rows = max(batch_size * mean_weight, 1e-12)
+            penalty = ElasticLearningPenalty(l1=0.0, l2=float(self.alpha) / rows)
+        else:
+            # Without a term, nothing to add per batch (and the program may run).
+            penalty = (L2LossPenalty(alpha=float(self.alpha)) if self.alpha > 0
+                       else NoLearningPenalty())
         return self._rate(), self._loss(), penalty
 
     def _solve(self, data: tuple[list[Any], bool], X_val: Any, y_val: Any, scorer: Any) -> None:
@@ -203,6 +219,8 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
 
     def _sync(self, partial: bool, before: int) -> None:
         super()._sync(partial, before)
+        # scikit-learn's MLPs count the samples seen; the optimizer's t is one more.
+        self.t_ = int(self.optimizer_.t_) - 1
         if self.loss_curve_:
             # scikit-learn's MLPs: loss_ is the mean loss of the last epoch.
             self.loss_ = float(self.loss_curve_[-1])

@@ -294,6 +294,11 @@ class MiniBatchLoader:
         return self._scales
 
     @property
+    def weighted(self) -> bool:
+        """Whether the rows carry sample weights."""
+        return self._weight_buffer is not None
+
+    @property
     def sparse(self) -> bool:
         """Whether the features are a scipy sparse matrix."""
         return self._sparse

@@ -48,6 +48,11 @@ class ScaledLearningRate(BaseLearningRate):
         :math:`\eta_{max} > 0`; None: no cap.
     adaptive : bool, default=False
         Divide the rate by 5 each time training stops improving instead of stopping.
+    per_epoch : bool, default=False
+        Every batch of an epoch takes the rate of the epoch's first batch, as
+        scikit-learn's MLPs, whose ``'invscaling'`` rate
+        :math:`\eta_0 / (t + 1)^{p}` changes at the end of each epoch, ``t`` the samples
+        seen (the trainer's ``t``, one more, at the epoch's start).
     """
 
     def __init__(
@@ -56,11 +61,13 @@ class ScaledLearningRate(BaseLearningRate):
         scale: float = 1.0,
         max_eta: float | None = None,
         adaptive: bool = False,
+        per_epoch: bool = False,
     ) -> None:
         self.learning_rate = learning_rate
         self.scale = scale
         self.max_eta = max_eta
         self.adaptive = adaptive
+        self.per_epoch = per_epoch
 
     def _validate(self) -> None:
         if not isinstance(self.learning_rate, BaseLearningRate):

@@ -93,6 +93,16 @@ class BaseLearningPenalty(BaseLearningObject, family="learning penalty"):
         update.
         """
 
+    def loss_term(
+        self, weights: list[np.ndarray], gradients: list[np.ndarray],
+    ) -> Callable[[float], float] | None:
+        """Return ``term(scale)`` for a penalty that is also a term of every batch's loss
+        (:class:`~skl_ortgrad.L2LossPenalty`): it adds the term's
+        gradient times ``scale`` (the batch's output gradient) to ``gradients`` and
+        returns the term's value. None (here): the proximal step is all of the penalty.
+        """
+        return None
+
 
 def _unchanged(eta: float) -> None:
     """The step of no penalty."""

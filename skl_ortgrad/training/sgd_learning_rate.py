@@ -173,6 +173,11 @@ class BaseLearningRate(BaseLearningObject, family="learning rate"):
         """
         return np.array([self.eta(int(t)) for t in ts], dtype=np.float64)
 
+    #: Whether every batch of an epoch takes the schedule's rate at the epoch's first
+    #: ``t`` (scikit-learn's MLPs update their rate at the end of each epoch) rather than
+    #: at its own.
+    per_epoch = False
+
     #: State tensors :meth:`emit_update` reads and writes for one weight (velocities...).
     states_per_weight = 0
 

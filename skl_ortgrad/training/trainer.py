@@ -149,9 +149,27 @@ def _fmt(loss: float | None) -> str:
     return "none" if loss is None else f"{loss:.6g}"
 
 
-def _batch_mean(loss: float, total: float) -> float:
-    """A batch's mean loss from its weighted sum (0 for a batch weighing nothing)."""
+def _mean(loss: float, total: float) -> float:
+    """A mean loss from its weighted sum (0 for rows weighing nothing)."""
     return loss / total if total else 0.0
+
+
+def _loss_shares(loader: MiniBatchLoader) -> tuple[list[float], float]:
+    r"""How the current epoch's batch loss sums :math:`L_B` make its loss
+    :math:`\sum_B c_B L_B / D`: ``([c_B], D)``.
+
+    The mean loss over the rows' weights (:math:`c_B = 1`, :math:`D = \sum_i s_i`), but
+    for sample weights with ``weighted_mean``, where each batch trains on its weighted
+    mean: then scikit-learn's MLP loss, the mean over the rows of the batches' weighted
+    means (:math:`c_B = n_B / \sum_{i \in B} s_i`, 0 for a batch weighing nothing;
+    :math:`D = n`).
+    """
+    totals = loader.totals.tolist()
+    if loader.weighted and loader.weighted_mean:
+        return ([rows / total if total else 0.0
+                 for rows, total in zip(loader.rows, totals, strict=True)],
+                float(loader.n_rows))
+    return [1.0] * len(totals), float(sum(totals))
 
 
 #: Mini-batches per onnxruntime call of the training program (see :meth:`_program`);
@@ -313,6 +331,9 @@ class Trainer:
         last batch (False): a weight then scales its row's step, as in scikit-learn's
         SGD, a batch whose rows share one weight moves that many times further, and every
         row counts as much whatever the batch it falls in.
+        The epoch's loss is then the mean over the rows of the batches' weighted mean
+        losses (True, scikit-learn's MLP ``loss_``), or the mean loss over the rows'
+        weights (False).
     average : bool or int
         Averaged SGD (scikit-learn's ``average``): also keep the running average of the
         weights after every update, counted per sample, from the ``average``-th sample on
@@ -837,12 +858,12 @@ class Trainer:
         rate = self.learning_rate_
         generator = loader.random_state.get_state() if loader.shuffle else None
         rows = sum(loader.rows)
-        etas = self._rates((np.arange(epochs)[:, None] * rows + loader.starts).ravel())
-        weight_sums = []
+        etas = self._rates(loader, epochs)
+        shares = []
         for epoch in range(epochs):
             loader.epoch(features=False)
             program.lay_out(loader, epoch)
-            weight_sums.append(float(loader.totals.sum()))
+            shares.append(_loss_shares(loader))
         program.schedule_epochs(etas, *self._penalty_scalars(),
                                 rate.step_scalars(etas, self.lr_state_), epochs)
         program.run_epochs(epochs)
@@ -854,12 +875,13 @@ class Trainer:
             return []
         self._take_steps(program, epochs * program.n_batches, epochs * rows)
         means = []
-        for batch_losses, weight_sum in zip(losses.tolist(), weight_sums, strict=True):
+        for batch_losses, (epoch_shares, divisor) in zip(losses.tolist(), shares,
+                                                         strict=True):
             # Summed in the order _epoch sums them.
             total = 0.0
-            for loss in batch_losses:
-                total += loss
-            means.append(_batch_mean(total, weight_sum))
+            for loss, share in zip(batch_losses, epoch_shares, strict=True):
+                total += loss * share
+            means.append(_mean(total, divisor))
         return means
 
     def _reduce_on_plateau(self) -> bool:
@@ -922,10 +944,11 @@ class Trainer:
         weights = self.weights_
         average = self._averager() if self.average else None
         # The schedule at the t of every batch; Python floats keep float32 updates float32.
-        eta_array = self._rates(loader.starts)
+        eta_array = self._rates(loader)
         etas = eta_array.tolist()
         feed = loader.epoch(features=program is None or program.needs_features)
-        totals = loader.totals
+        totals, scales = loader.totals, loader.scales
+        shares, divisor = _loss_shares(loader)
         total, previous = 0.0, None
         updating = False
         # verbose >= 2: the loss and learning rate of every batch.
@@ -943,16 +966,19 @@ class Trainer:
             if not pieces:
                 # Built on first use: a program running the whole epoch needs none.
                 pieces.extend(self._per_batch_pieces(weighted, rows))
-            runs, loss_buffer, step, decay = pieces
+            runs, loss_buffer, step, decay, term = pieces
             for batch in range(first, stop):
                 if interrupt.pending:
                     # Ctrl-C arrived during the previous batch: stop at its end.
                     raise KeyboardInterrupt
                 runs[batch](feed(batch))
                 loss = float(loss_buffer)
+                if term is not None:
+                    # Gradients are scratch: the weights are still untouched.
+                    loss += term(float(scales[batch]))
                 eta = etas[batch]
                 if not math.isfinite(loss):
-                    last = None if previous is None else _batch_mean(previous, totals[batch - 1])
+                    last = None if previous is None else _mean(previous, totals[batch - 1])
                     raise _Diverged(batch, loss, eta, last)
                 updating = True
                 decay(eta)
@@ -961,10 +987,10 @@ class Trainer:
                 if average is not None:
                     average(self.t_ - rows[batch], rows[batch])
                 updating = False
-                total += loss
+                total += loss * shares[batch]
                 previous = loss
                 if detail is not None:
-                    detail.update(batch, _batch_mean(loss, totals[batch]), eta)
+                    detail.update(batch, _mean(loss, totals[batch]), eta)
 
         try:
             if program is None:
@@ -986,8 +1012,8 @@ class Trainer:
                     self._take_steps(program, count, sum(rows[first:first + count]))
                     updating = False
                     # One by one, as the per-batch path sums them: the same epoch loss.
-                    for loss in losses:
-                        total += loss
+                    for loss, share in zip(losses, shares[first:first + count], strict=True):
+                        total += loss * share
                     previous = losses[-1]
                 batches(program.n_batches, len(rows))
         except BaseException as exc:
@@ -999,15 +1025,17 @@ class Trainer:
                 detail.close()
         if not all(np.isfinite(w).all() for w in weights):
             # Finite losses but an update that overflowed (the next forward would fail).
-            last = _batch_mean(previous, totals[-1])
+            last = _mean(previous, totals[-1])
             raise _Diverged(len(rows) - 1, np.inf, etas[-1], last, what="the weights are")
-        weight_sum = float(totals.sum())
-        return total / weight_sum if weight_sum else 0.0
+        return _mean(total, divisor)
 
-    def _rates(self, offsets: np.ndarray) -> np.ndarray:
-        """The learning rate of the batches starting ``offsets`` samples after ``t_``
-        (the adaptive divisor applied)."""
+    def _rates(self, loader: MiniBatchLoader, epochs: int = 1) -> np.ndarray:
+        """The learning rate of every batch of ``epochs`` epochs of ``loader`` from
+        ``t_`` (the adaptive divisor applied); a rate held per epoch (``per_epoch``)
+        takes the epoch's first batch's."""
         rate = self.learning_rate_
+        within = np.zeros_like(loader.starts) if rate.per_epoch else loader.starts
+        offsets = (np.arange(epochs)[:, None] * sum(loader.rows) + within).ravel()
         return rate.schedule(self.t_ + offsets) * rate.eta_factor(self.lr_state_)
 
     def _take_steps(self, program: ProgramRun, steps: int, samples: int) -> None:
@@ -1027,9 +1055,10 @@ class Trainer:
         return 0.0, 0.0, 1
 
     def _per_batch_pieces(self, weighted: bool,
-                          rows: list[int]) -> tuple[list[Any], np.ndarray, Any, Any]:
+                          rows: list[int]) -> tuple[list[Any], np.ndarray, Any, Any, Any]:
         """What the per-batch path runs: the engine's step ``run`` of every batch, the
-        loss buffer, and the rate's and the penalty's steppers (validated here)."""
+        loss buffer, the rate's and the penalty's steppers (validated here), and the
+        penalty's term of the loss (``loss_term``: None for a proximal penalty)."""
         engine = self._engine(weighted)
         # A static step for batch_size rows, the general one for any other count (the
         # last batch, calls with fewer rows): two sessions at most, whatever the stream.
@@ -1037,9 +1066,14 @@ class Trainer:
         steps = {n: engine.step_function(size if n == size else None) for n in set(rows)}
         # All the steps of an engine write into the same buffers.
         loss_buffer, *gradients = steps[rows[0]].outputs
+        penalized = self._penalized()
+        penalty = self.learning_penalty_
         return ([steps[n].run for n in rows], loss_buffer,
                 self.learning_rate_.stepper(self.weights_, gradients, self.lr_state_),
-                self.learning_penalty_.stepper(self._penalized()))
+                penalty.stepper(penalized),
+                penalty.loss_term(penalized, [
+                    next(g for w, g in zip(self.weights_, gradients, strict=True) if w is p)
+                    for p in penalized]))
 
     def _program(self, weighted: bool, loader: MiniBatchLoader,
                  grouped: bool = False) -> ProgramRun | None:

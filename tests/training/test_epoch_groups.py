@@ -18,6 +18,7 @@ from _calls import called_with, record_calls
 from skl_ortgrad import ConvergenceError, OnnxSGDClassifier, OnnxSGDRegressor
 from skl_ortgrad.runtime.program_run import LinearProgramRun
 from skl_ortgrad.training import trainer
+from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
 from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
 
 #: 200 rows at batch 32: 7 batches an epoch (the last of 8 rows), 18 epochs per call.
@@ -62,6 +63,8 @@ CASES = [
     (OnnxSGDRegressor, {"shuffle": False}, None),
     (OnnxSGDRegressor, {"penalty": "elasticnet", "alpha": 0.01}, None),
     (OnnxSGDRegressor, {"dtype": np.float64}, None),
+    (OnnxSGDRegressor, {"learning_rate": ScaledLearningRate(
+        LearningRateSGD(eta0=0.05, learning_rate="invscaling"), per_epoch=True)}, None),
     (OnnxSGDRegressor, {}, "weights"),
     (OnnxSGDClassifier, {}, None),
     (OnnxSGDClassifier, {"loss": "log_loss"}, None),

@@ -442,7 +442,7 @@ def test_sparse_data_out_of_the_linear_program_runs_per_batch(chunks, programs):
     """Sparse X with a loss the linear program does not write (Huber) or an MLP: the
     per-batch path, on dense batches."""
     OnnxSGDRegressor(max_iter=1, tol=None, loss="huber").fit(X_SPARSE, Y["regression"])
-    OnnxMLPRegressor(hidden_layer_sizes=(3,), batch_size=BATCHES, max_iter=1,
+    OnnxMLPRegressor(hidden_layer_sizes=(3,), batch_size=BATCHES, max_iter=1, alpha=0.0,
                      solver="sgd", momentum=0.0, tol=None).fit(X_SPARSE, Y["regression"])
     assert not chunks and programs == [None, None]
 
@@ -504,11 +504,12 @@ def test_update_rules_run_in_the_program_as_per_batch(monkeypatch, chunks, rule,
                                                             "nesterovs_momentum": False}])
 def test_mlps_train_in_the_program_bit_for_bit(monkeypatch, chunks, params):
     """The MLPs' stochastic solvers (Adam by default, Nesterov's or classical momentum)
-    with their L2 decay run in the program; fit then partial_fit, float32: bit for bit
-    the per-batch path's weights, t_, n_iter_ and loss curve."""
+    run in the program (without ``alpha``: its L2 term of the loss trains per batch,
+    :func:`test_mlp_l2_term_of_the_loss_trains_per_batch`); fit then partial_fit,
+    float32: bit for bit the per-batch path's weights, t_, n_iter_ and loss curve."""
     def train():
         model = OnnxMLPRegressor(hidden_layer_sizes=(5,), batch_size=BATCHES, max_iter=2,
-                                 tol=None, random_state=0, **params)
+                                 tol=None, random_state=0, alpha=0.0, **params)
         model.fit(X, Y["regression"])
         return model.partial_fit(X, Y["regression"])
 
@@ -517,12 +518,23 @@ def test_mlps_train_in_the_program_bit_for_bit(monkeypatch, chunks, params):
     _assert_same(_state(model), _state(_per_batch(monkeypatch, train)))
 
 
+@pytest.mark.parametrize("params", [{}, {"solver": "sgd", "momentum": 0.0}])
+def test_mlp_l2_term_of_the_loss_trains_per_batch(chunks, params):
+    """An MLP's ``alpha`` is a term of every batch's loss whose gradient goes through the
+    update rule (``L2LossPenalty``): the program does not write it, the batches run one
+    by one (Adam, and plain SGD whose program has no state limit)."""
+    OnnxMLPRegressor(hidden_layer_sizes=(5,), batch_size=BATCHES, max_iter=1, tol=None,
+                     random_state=0, alpha=1e-4, **params).fit(X, Y["regression"])
+    assert not chunks
+
+
 def test_stateful_rules_of_large_models_run_per_batch(chunks):
     """Beyond ``_PROGRAM_MAX_STATE`` trained values numpy's update is faster: Adam and
     momentum run per batch, plain SGD still in the program."""
     def mlp(**params):
         return OnnxMLPRegressor(hidden_layer_sizes=(200,), batch_size=BATCHES, max_iter=1,
-                                tol=None, random_state=0, **params).fit(X, Y["regression"])
+                                tol=None, random_state=0, alpha=0.0, **params).fit(
+            X, Y["regression"])
 
     model = mlp()
     assert sum(w.size for w in model.optimizer_.weights_) > (
@@ -586,15 +598,15 @@ def test_program_is_built_once_and_bound_once_per_loader(chunks, builds):
 
 def test_fits_of_one_structure_share_their_program(chunks, builds):
     """Programs are shared across optimizers by model structure (weights by shape only),
-    loss, rule and configuration: MLPs with other random initial weights and another
-    alpha build one; another hidden layer or another update rule builds its own."""
+    loss, rule and configuration: MLPs with other random initial weights build one;
+    another hidden layer or another update rule builds its own."""
     def fit(**params):
         return OnnxMLPRegressor(**{"hidden_layer_sizes": (5,), "batch_size": BATCHES,
-                                   "max_iter": 1, "tol": None, **params}).fit(
+                                   "max_iter": 1, "tol": None, "alpha": 0.0, **params}).fit(
             X, Y["regression"])
 
     first = fit(random_state=0)
-    fit(random_state=1, alpha=0.1)
+    fit(random_state=1)
     assert len(builds) == 1 and chunks
     fit(random_state=0, hidden_layer_sizes=(4,))
     fit(random_state=0, solver="sgd", momentum=0.0)
@@ -707,7 +719,7 @@ def test_pickled_adam_stream_resumes_bit_for_bit(monkeypatch, chunks):
     loss curve stay those of the uninterrupted stream."""
     def stream(pickled_after=None):
         model = OnnxMLPRegressor(hidden_layer_sizes=(5,), batch_size=BATCHES,
-                                 random_state=0)
+                                 random_state=0, alpha=0.0)
         for call in range(4):
             model.partial_fit(X, Y["regression"])
             if call == pickled_after:

@@ -85,3 +85,82 @@ def test_a_pickle_holding_the_seed_wrapper_still_trains(regression_data):
         m.partial_fit(X, y)
     np.testing.assert_array_equal(old.coef_, new.coef_)
     assert old.t_ == new.t_ and old.loss_curve_ == new.loss_curve_
+
+
+@pytest.mark.parametrize(("rows", "verbose", "path"), [
+    (16, 0, "epochs grouped"), (16, 1, "per batch"), (8, 1, "program chunks")])
+@pytest.mark.parametrize("weighted_mean", [True, False])
+def test_epoch_loss_of_weighted_rows(monkeypatch, capsys, weighted_mean, rows, verbose,
+                                     path):
+    """With sample weights, the epoch's loss is scikit-learn's MLP loss under
+    ``weighted_mean`` (the mean over the rows of each batch's weighted mean loss), else the
+    mean over the rows' weights; checked in float64 at weights that do not move (a rate of
+    1e-300) on 40 rows, the rows 16 to 31 weighing nothing, on each path."""
+    from skl2onnx import to_onnx
+    from sklearn.linear_model import LinearRegression
+
+    from skl_ortgrad.runtime.program_run import LinearProgramRun
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + rng.standard_normal(40)
+    weights = rng.uniform(0.2, 3.0, 40)
+    weights[16:32] = 0.0
+    fitted = LinearRegression().fit(X[:10], y[:10] * 0.5)
+    trainer = Trainer(to_onnx(fitted, X[:1], black_op={"LinearRegressor"}), max_iter=2,
+                      batch_size=rows, shuffle=False, tol=None, weighted_mean=weighted_mean,
+                      verbose=verbose,
+                      learning_rate=LearningRateSGD(eta0=1e-300, learning_rate="constant"))
+    calls = {"epochs grouped": [], "program chunks": []}
+    for name, method in (("epochs grouped", "run_epochs"), ("program chunks", "run")):
+        original = getattr(LinearProgramRun, method)
+        monkeypatch.setattr(LinearProgramRun, method,
+                            lambda self, n, o=original, c=calls[name]: (c.append(n), o(self, n)))
+    trainer.fit(X, y, sample_weight=weights)
+    assert [name for name, made in calls.items() if made] == (
+        [] if path == "per batch" else [path])
+    residuals = X @ fitted.coef_ + fitted.intercept_ - y
+    batches = [slice(start, start + rows) for start in range(0, 40, rows)]
+    sums = [0.5 * float(weights[b] @ residuals[b] ** 2) for b in batches]
+    totals = [weights[b].sum() for b in batches]
+    if weighted_mean:
+        sizes = [len(range(40)[b]) for b in batches]
+        expected = sum(s * n / t for s, n, t in zip(sums, sizes, totals, strict=True)
+                       if t) / 40
+    else:
+        expected = sum(sums) / weights.sum()
+    np.testing.assert_allclose(trainer.train_losses_, [expected] * 2, rtol=1e-12)
+
+
+def test_a_rate_held_per_epoch():
+    """``ScaledLearningRate(per_epoch=True)``: every batch of an epoch steps with the
+    schedule's rate at the epoch's first ``t`` (scikit-learn's MLPs change their
+    'invscaling' rate at the end of each epoch), checked against numpy in float64 over 3
+    epochs of batches of 16, 16 and 8 rows."""
+    from skl2onnx import to_onnx
+    from sklearn.linear_model import LinearRegression
+
+    from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 0.3
+    fitted = LinearRegression().fit(X[:10], y[:10] * 0.5)
+    eta0, power = 0.1, 0.5
+    rate = ScaledLearningRate(
+        LearningRateSGD(eta0=eta0, power_t=power, learning_rate="invscaling"),
+        per_epoch=True)
+    trainer = Trainer(to_onnx(fitted, X[:1], black_op={"LinearRegressor"}), max_iter=3,
+                      batch_size=16, shuffle=False, tol=None, learning_rate=rate)
+    trainer.fit(X, y)
+    w, b = fitted.coef_.copy(), float(fitted.intercept_)
+    for epoch in range(3):
+        eta = eta0 / (1 + epoch * len(X)) ** power
+        for start in range(0, len(X), 16):
+            xb, yb = X[start:start + 16], y[start:start + 16]
+            r = xb @ w + b - yb
+            w, b = w - eta * xb.T @ r / len(xb), b - eta * r.sum() / len(xb)
+    coef, intercept = trainer.get_state()
+    np.testing.assert_allclose(coef.ravel(), w, rtol=1e-12)
+    np.testing.assert_allclose(intercept.ravel(), [b], rtol=1e-12)
+    assert trainer.t_ == 1 + 3 * len(X)
