@@ -156,6 +156,13 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
         fit_lbfgs(self.optimizer_, data, int(self.max_iter), int(self.max_fun),
                   0.0 if self.tol is None else float(self.tol))
 
+    def _restart_schedule(self) -> None:
+        """scikit-learn's warm-started ``fit`` builds a new optimizer: the update rule's
+        state (velocities, Adam's moments and counter, the adaptive divisor) starts again;
+        ``t_`` goes on."""
+        optimizer = self.optimizer_
+        optimizer.lr_state_ = optimizer.learning_rate_.init_state(optimizer.weights_)
+
     def _is_stochastic(self) -> bool:
         if self.solver == "lbfgs":
             raise AttributeError(

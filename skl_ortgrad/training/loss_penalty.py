@@ -13,8 +13,7 @@ like the rest of it, the step's gradient is scikit-learn's MLP gradient
     g_B = \sigma_B \Bigl(\sum_{i \in B} s_i \nabla \ell_i + \alpha W\Bigr),
 
 so momentum, Nesterov and Adam carry the penalty in their velocities and moments as
-scikit-learn's do, and the epoch's loss (the batches' :math:`L_B` over the epoch's
-weight) is scikit-learn's ``loss_``, penalty included.
+scikit-learn's do, and the epoch's loss includes it, as scikit-learn's ``loss_``.
 :class:`~skl_ortgrad.training.sgd_learning_penalty.ElasticLearningPenalty` instead
 decays the weights before the update rule's step: for plain SGD the same step, for a rule
 with a state a different one (Adam's normalization would make the decay all but vanish).
@@ -29,11 +28,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
-from skl_ortgrad.training.sgd_learning_penalty import (
-    BaseLearningPenalty,
-    NoLearningPenalty,
-    _unchanged,
-)
+from skl_ortgrad.training.sgd_learning_penalty import BaseLearningPenalty, NoLearningPenalty
 
 __all__ = ["L2LossPenalty"]
 
@@ -76,7 +71,7 @@ class L2LossPenalty(BaseLearningPenalty):
         """Return a step that leaves the weights as they are: the penalty is in the
         gradient (:meth:`loss_term`)."""
         self._validate()
-        return _unchanged
+        return NoLearningPenalty().stepper(weights)
 
     def loss_term(
         self, weights: list[np.ndarray], gradients: list[np.ndarray],

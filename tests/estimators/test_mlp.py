@@ -137,6 +137,30 @@ def test_alpha_with_sample_weights_step_for_step(solver):
     np.testing.assert_allclose(ours.loss_curve_, theirs.loss_curve_, rtol=1e-9)
 
 
+@pytest.mark.parametrize("solver", [SOLVERS["adam"], SOLVERS["nesterov"],
+                                    SOLVERS["adaptive"]], ids=["adam", "nesterov", "adaptive"])
+def test_warm_started_fit_restarts_the_update_rule_like_scikit_learn(solver):
+    """scikit-learn's warm-started ``fit`` builds a new optimizer: Adam's moments and
+    counter, the velocities and the adaptive divisor start again, ``t_`` and the loss
+    curve go on. Three warm fits of 5 epochs, float64: weights to 1e-9."""
+    X, y = make_friedman1(n_samples=120, random_state=0)
+    y = (y - y.mean()) / y.std()
+    common = dict(hidden_layer_sizes=(7,), batch_size=32, shuffle=False, random_state=0,
+                  max_iter=5, tol=0.0, n_iter_no_change=1000, warm_start=True,
+                  learning_rate_init=0.01, **solver)
+    ours, theirs = OnnxMLPRegressor(dtype=np.float64, **common), MLPRegressor(**common)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for _ in range(3):
+            ours.fit(X, y)
+            theirs.fit(X, y)
+    for got, want in zip(ours.coefs_ + ours.intercepts_,
+                         theirs.coefs_ + theirs.intercepts_, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    assert ours.t_ == theirs.t_ == 15 * len(X)
+    np.testing.assert_allclose(ours.loss_curve_, theirs.loss_curve_, rtol=1e-9)
+
+
 def test_alpha_shrinks_weights_as_scikit_learns_with_the_defaults():
     """Adam at its defaults on digits, float32: a strong ``alpha`` shrinks the weights
     as much as scikit-learn's (without the term in Adam's moments, a decay of
