@@ -363,7 +363,9 @@ class Trainer:
         Complete epochs of the last :meth:`fit` or :meth:`partial_fit`, kept up to date
         while training, so it is right after an interruption or a divergence.
     train_losses_, validation_losses_ : list of float
-        Mean loss per epoch (validation: per evaluation).
+        Mean loss per epoch (validation: per evaluation), the terms of a penalty that is
+        part of the loss included (``loss_term``); with sample weights, as
+        ``weighted_mean`` says.
     validation_scores_ : list of float
         Validation scores when ``fit`` receives a ``val_scorer``.
     """
