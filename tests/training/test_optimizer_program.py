@@ -596,6 +596,15 @@ def test_program_is_built_once_and_bound_once_per_loader(chunks, builds):
     assert model.optimizer_._program_binding[2] is bound
 
 
+def test_fits_with_other_penalty_values_share_their_program(chunks, builds):
+    """The penalty's coefficients are per-step inputs, not graph constants: fits with two
+    ``alpha`` build one program (the generic one, for the Huber loss)."""
+    for alpha in (1e-4, 0.1):
+        OnnxSGDRegressor(loss="huber", alpha=alpha, batch_size=BATCHES, max_iter=1,
+                         tol=None, random_state=0).fit(X, Y["regression"])
+    assert len(builds) == 1 and chunks
+
+
 def test_fits_of_one_structure_share_their_program(chunks, builds):
     """Programs are shared across optimizers by model structure (weights by shape only),
     loss, rule and configuration: MLPs with other random initial weights build one;
