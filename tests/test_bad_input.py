@@ -152,6 +152,11 @@ for _id, _Xb, _yb, _sw, _exc, _msg in _DATA_ROWS:
     _which = "single-output" if _id == "multi-output-y" else "all"
     for _method in ("fit", "partial_fit"):
         ROWS.append((f"{_method}-{_id}", _method, (_Xb, _yb, _sw, {}), _exc, _msg, _which))
+    if _id == "multi-output-y":
+        # A multilabel classifier takes 2-D indicators, not several columns of classes.
+        ROWS.append((f"fit-{_id}", "fit", (_Xb, _yb, _sw, {}), ValueError,
+                     "Multioutput target data is not supported with label binarization",
+                     "multi-label"))
 ROWS += [
     ("partial_fit-n-features", "partial_fit", (X[:, :3], Y, None, {}), ValueError,
      "X has 3 features, but .* is expecting 4 features", "all"),
@@ -187,9 +192,14 @@ ROWS += [
 
 
 def _applies(which, estimator):
+    tags = estimator().__sklearn_tags__()
+    multi_label = tags.classifier_tags is not None and tags.classifier_tags.multi_label
     if which == "single-output":
-        # Multi-output y is valid input for a multi-output regressor (OnnxMLPRegressor).
-        return not estimator().__sklearn_tags__().target_tags.multi_output
+        # Multi-output y is valid input for a multi-output regressor (OnnxMLPRegressor),
+        # a multilabel indicator for a multilabel classifier (OnnxMLPClassifier).
+        return not tags.target_tags.multi_output and not multi_label
+    if which == "multi-label":
+        return multi_label
     return which == "all" or (which == "classifier") == is_classifier(estimator())
 
 

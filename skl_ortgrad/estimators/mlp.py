@@ -20,6 +20,8 @@ from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.validation import column_or_1d
 
 from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, numeric_targets
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
@@ -63,6 +65,31 @@ def _reshape_output(onx: Any, n_outputs: int) -> None:
     if len(dims) == 2:
         dims[1].Clear()
         dims[1].dim_value = n_outputs
+
+
+def _multilabel_outputs(onx: Any, outputs: list[str], n_labels: int, dtype: np.dtype) -> None:
+    """Make skl2onnx's multilabel MLP graph right for every label count and dtype (in
+    place): with two labels it writes ``probabilities`` as ``[1 - p, p]``, as for a binary
+    problem (four columns instead of two), and its labels are an ``ai.onnx.ml``
+    ``Binarizer``, which onnxruntime has no double kernel of: the labels become
+    ``p > 0.5`` (``Greater`` with a threshold of the graph's ``dtype``, what
+    ``Binarizer(threshold=0.5)`` computes), declared ``[N, n_labels]`` (skl2onnx declares
+    ``[N]``). ``outputs``: the labels' and the probabilities' names."""
+    graph = onx.graph
+    label, probabilities = outputs
+    declared = next(out for out in graph.output if out.name == label)
+    dims = declared.type.tensor_type.shape.dim
+    del dims[1:]
+    dims.add().dim_value = n_labels
+    for i, node in enumerate(graph.node):
+        if node.op_type == "Concat" and probabilities in node.output:
+            graph.node[i].CopyFrom(onnx_helper.make_node(
+                "Identity", [node.input[-1]], [probabilities], name=node.name))
+        elif node.op_type == "Binarizer":
+            half = f"{node.name}_threshold"
+            graph.initializer.append(numpy_helper.from_array(np.array(0.5, dtype=dtype), half))
+            graph.node[i].CopyFrom(onnx_helper.make_node(
+                "Greater", [node.input[0], half], list(node.output), name=node.name))
 
 
 class _BaseOnnxMLP(BaseOnnxEstimator):
@@ -413,8 +440,11 @@ class OnnxMLPClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxMLP):
         """Multi-layer perceptron classifier trained on its ONNX graph.
 
     Binary problems end in one logistic unit, multiclass problems in a softmax; both are
-    trained with the numerically stable cross-entropy on the last layer's raw scores.
-    ``predict_proba`` rows sum to 1.
+    trained with the numerically stable cross-entropy on the last layer's raw scores, and
+    ``predict_proba`` rows sum to 1. Multilabel targets (``y`` an indicator matrix, as
+    scikit-learn's) end in one logistic unit per label, each with its log loss:
+    ``classes_`` is ``arange(n_labels)``, ``predict`` returns the indicator of the labels
+    whose probability is above 0.5 and ``predict_proba`` each label's probability.
     """
         + _SHARED_DOC
         + """
@@ -464,11 +494,81 @@ class OnnxMLPClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxMLP):
     ) -> None:
         _store(self, locals())
 
+    # Multilabel targets: an indicator matrix, one column per label (scikit-learn's
+    # MLPClassifier takes them too).
+    _multi_output = True
+
+    def _multilabel(self) -> bool:
+        """Whether the classes are labels of a multilabel indicator matrix: one logistic
+        output per label (binary problems have one output, multiclass ones a softmax)."""
+        # Unfitted: no (predict then raises NotFittedError).
+        return (getattr(self, "out_activation_", None) == "logistic"
+                and getattr(self, "n_outputs_", 1) > 1)
+
+    @property
+    def _stratify_validation(self) -> bool:  # type: ignore[override]
+        # scikit-learn stratifies the early-stopping split of single-output targets only.
+        return not self._multilabel()
+
+    def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
+        """Labels as the loss reads them, and on the first call the classes and the
+        output layer: one logistic unit (binary), a softmax (multiclass), or one logistic
+        unit per column of a multilabel indicator matrix (``classes_`` is then
+        ``arange(n_labels)``, scikit-learn's)."""
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            # scikit-learn's DataConversionWarning.
+            y = column_or_1d(y, warn=True)
+        if y.ndim == 1:
+            if not first_call and self._multilabel():
+                raise ValueError(
+                    f"The classifier was fit on {self.n_outputs_} labels (a multilabel "
+                    "indicator matrix); y has one column.")
+            targets = super()._prepare_targets(y, first_call, classes)
+            if first_call:
+                self.n_outputs_ = targets.shape[1]
+                self.out_activation_ = "logistic" if targets.shape[1] == 1 else "softmax"
+            return targets
+        kind = type_of_target(y)
+        if kind != "multilabel-indicator":
+            # scikit-learn's LabelBinarizer's words.
+            raise ValueError(
+                "Multioutput target data is not supported with label binarization "
+                f"(y is {kind}).")
+        if first_call:
+            self.classes_ = np.arange(y.shape[1])
+            self.n_outputs_, self.out_activation_ = y.shape[1], "logistic"
+        elif not self._multilabel() or y.shape[1] != self.n_outputs_:
+            raise ValueError(
+                f"y has {y.shape[1]} labels; the classifier was fit on "
+                f"{len(self.classes_) if self._multilabel() else 'a 1-D y'}.")
+        # A label is set where the indicator is not 0, as scikit-learn's binarizer reads it.
+        return (y != 0).astype(np.float32)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_label = True
+        return tags
+
+    def _check_warm_start_targets(self, y: Any) -> None:
+        if np.ndim(y) == 2 and np.shape(y)[1] > 1:
+            # Checked with the labels (_prepare_targets).
+            return
+        super()._check_warm_start_targets(y)
+
     def _loss(self) -> BaseLearningLoss:
         # eps=0 selects the stable log-sigmoid / log-softmax form, whose gradient does
-        # not vanish on badly misclassified samples.
-        function = "sigmoid" if len(self.classes_) == 2 else "softmax"
+        # not vanish on badly misclassified samples; multilabel outputs each have their
+        # own logistic loss, summed.
+        function = "sigmoid" if self.out_activation_ == "logistic" else "softmax"
         return NegLogLearningLoss(eps=0.0, probability_function=function)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted class labels; for multilabel targets the indicator matrix of the
+        labels whose probability is above 0.5 (a positive score), as scikit-learn."""
+        if self._multilabel():
+            return self._run(X)[self._template_.outputs[0]]
+        return super().predict(X)
 
     @available_if(_BaseOnnxMLP._is_stochastic)
     def partial_fit(
@@ -479,11 +579,17 @@ class OnnxMLPClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxMLP):
         return super().partial_fit(X, y, classes=classes, sample_weight=sample_weight)
 
     def _template(self, n_features: int, dtype: np.dtype) -> Template:
-        binary = len(self.classes_) == 2
         model = MLPClassifier(activation=self.activation)
         model.classes_ = onnx_classes(self.classes_)
-        model._label_binarizer = LabelBinarizer().fit(model.classes_)
-        return self._mlp_template(
-            model, n_features, 1 if binary else len(self.classes_),
-            "logistic" if binary else "softmax", dtype, score_from_graph_output=False,
+        multilabel = self._multilabel()
+        # skl2onnx reads the kind of targets from the binarizer: an indicator matrix
+        # makes it write a Binarizer of the probabilities for the labels.
+        model._label_binarizer = LabelBinarizer().fit(
+            np.eye(self.n_outputs_, dtype=np.int64) if multilabel else model.classes_)
+        template = self._mlp_template(
+            model, n_features, self.n_outputs_, self.out_activation_, dtype,
+            score_from_graph_output=False,
         )
+        if multilabel:
+            _multilabel_outputs(template.model, template.outputs, self.n_outputs_, dtype)
+        return template

@@ -1,11 +1,18 @@
 """MLP estimators: step-for-step equivalence with scikit-learn, quality, export."""
 
+import pickle
 import warnings
 
 import numpy as np
 import pytest
 from onnxruntime import InferenceSession
-from sklearn.datasets import load_breast_cancer, load_digits, load_iris, make_friedman1
+from sklearn.datasets import (
+    load_breast_cancer,
+    load_digits,
+    load_iris,
+    make_friedman1,
+    make_multilabel_classification,
+)
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 from sklearn.neural_network import MLPClassifier, MLPRegressor
@@ -212,6 +219,93 @@ def test_binary_classifier_and_string_labels_export():
     label, probabilities = session.run(None, {"X": X.astype(np.float32)})
     np.testing.assert_array_equal(label, model.predict(X))
     np.testing.assert_allclose(probabilities, proba, rtol=1e-5, atol=1e-6)
+
+
+def _multilabel(n_labels, n_samples=120):
+    return make_multilabel_classification(n_samples=n_samples, n_features=6,
+                                          n_classes=n_labels, random_state=0)
+
+
+@pytest.mark.parametrize("n_labels", [3, 2])
+@pytest.mark.parametrize("solver", ["adam", "sgd", "lbfgs"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_multilabel_classification_step_for_step(n_labels, solver, weighted):
+    """An indicator matrix ``y`` trains one logistic output per label, each with its log
+    loss, as scikit-learn's MLPClassifier: float64, ``shuffle=False``: weights, loss
+    curve, ``predict`` (the indicator of the labels above 0.5) and ``predict_proba``
+    equal to scikit-learn's to rounding."""
+    X, y = _multilabel(n_labels)
+    sample_weight = np.random.default_rng(0).uniform(0.2, 3.0, len(y)) if weighted else None
+    common = dict(hidden_layer_sizes=(7,), random_state=0, max_iter=20, solver=solver,
+                  learning_rate_init=0.01, tol=0.0)
+    if solver != "lbfgs":
+        common.update(batch_size=32, shuffle=False, n_iter_no_change=1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ours = OnnxMLPClassifier(dtype=np.float64, **common).fit(
+            X, y, sample_weight=sample_weight)
+        theirs = MLPClassifier(**common).fit(X, y, sample_weight=sample_weight)
+    for got, want in zip(ours.coefs_ + ours.intercepts_,
+                         theirs.coefs_ + theirs.intercepts_, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-10)
+    if solver != "lbfgs":
+        np.testing.assert_allclose(ours.loss_curve_, theirs.loss_curve_, rtol=1e-9)
+    np.testing.assert_array_equal(ours.classes_, theirs.classes_)
+    assert (ours.out_activation_, ours.n_outputs_) == ("logistic", n_labels)
+    prediction = ours.predict(X)
+    assert prediction.shape == y.shape and prediction.dtype == np.int64
+    np.testing.assert_array_equal(prediction, theirs.predict(X))
+    np.testing.assert_allclose(ours.predict_proba(X), theirs.predict_proba(X), rtol=1e-9)
+    assert ours.score(X, y) == theirs.score(X, y)
+
+
+@pytest.mark.parametrize("n_labels", [3, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_multilabel_export(n_labels, dtype):
+    """The exported graph's labels and probabilities are ``predict``'s and
+    ``predict_proba``'s, ``[N, n_labels]`` each (skl2onnx writes ``[1 - p, p]`` for two
+    labels and a Binarizer onnxruntime has no double kernel of: both mended), and a
+    pickled or saved model predicts the same."""
+    X, y = _multilabel(n_labels)
+    model = OnnxMLPClassifier(hidden_layer_sizes=(8,), max_iter=30, random_state=0,
+                              dtype=dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, y)
+    onx = model.to_onnx()
+    label_info = next(o for o in onx.graph.output if o.name == "label")
+    assert label_info.type.tensor_type.shape.dim[1].dim_value == n_labels
+    session = InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+    label, probabilities = session.run(None, {"X": X.astype(dtype)})
+    np.testing.assert_array_equal(label, model.predict(X))
+    np.testing.assert_array_equal(label, (model.predict_proba(X) > 0.5).astype(np.int64))
+    np.testing.assert_allclose(probabilities, model.predict_proba(X), rtol=1e-6)
+    assert probabilities.shape == (len(X), n_labels)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(model)).predict(X), label)
+
+
+def test_multilabel_stream_early_stopping_and_errors():
+    """partial_fit streams multilabel rows; early stopping splits them unstratified; a
+    stream keeps its kind of targets; 2-D targets that are not indicators are refused in
+    scikit-learn's words."""
+    X, y = _multilabel(3, n_samples=300)
+    model = OnnxMLPClassifier(hidden_layer_sizes=(8,), random_state=0)
+    model.partial_fit(X[:150], y[:150], classes=np.arange(3))
+    model.partial_fit(X[150:], y[150:])
+    assert model.predict(X).shape == y.shape
+    with pytest.raises(ValueError, match="y has 2 labels; the classifier was fit on 3"):
+        model.partial_fit(X, y[:, :2])
+    with pytest.raises(ValueError, match=r"fit on 3 labels .* y has one column"):
+        model.partial_fit(X, y[:, 0])
+    single = OnnxMLPClassifier(hidden_layer_sizes=(8,), random_state=0).partial_fit(
+        X, y[:, 0], classes=[0, 1])
+    with pytest.raises(ValueError, match="y has 3 labels; the classifier was fit on a 1-D"):
+        single.partial_fit(X, y)
+    stopped = OnnxMLPClassifier(hidden_layer_sizes=(8,), early_stopping=True,
+                                random_state=0).fit(X, y)
+    assert 0 < stopped.n_iter_ < 200 and len(stopped.validation_scores_) == stopped.n_iter_
+    with pytest.raises(ValueError, match="Multioutput target data is not supported"):
+        OnnxMLPClassifier().fit(X, np.column_stack([2 * y[:, 0] + y[:, 1], y[:, 2]]))
 
 
 def test_multi_output_regression_and_export():
