@@ -25,6 +25,8 @@ OnnxSGDClassifier, softmax loss        ``LogisticRegression``: :math:`\mathrm{so
 OnnxSGDClassifier, one-vs-rest loss    ``LogisticRegression`` one-vs-rest:
                                        :math:`\sigma(s_k) / \sum_j \sigma(s_j)`
 OnnxMLPRegressor, OnnxMLPClassifier    ``MLPRegressor``, ``MLPClassifier``
+OnnxMLPClassifier, multilabel          ``MLPRegressor`` ending in the logistic function:
+                                       the probabilities; labels :math:`p > 0.5`
 OnnxGradientRegressor,                 ``estimator_``, the fine-tuned model or pipeline
 OnnxGradientClassifier                 (what their ``to_onnx()`` converts)
 =====================================  ==================================================
@@ -50,11 +52,12 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto
 from skl2onnx import get_model_alias, update_registered_converter
-from skl2onnx.common._apply_operation import apply_identity, apply_reshape
+from skl2onnx.common._apply_operation import apply_cast, apply_identity, apply_reshape
 from skl2onnx.common._container import ModelComponentContainer
 from skl2onnx.common._topology import Operator, Scope
-from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
+from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType, Int64TensorType
 from skl2onnx.common.shape_calculator import calculate_linear_classifier_output_shapes
 from skl2onnx.common.utils import check_input_and_output_numbers
 from sklearn.base import ClassifierMixin, is_classifier
@@ -110,12 +113,20 @@ def _sgd_classifier(estimator: OnnxSGDClassifier) -> SGDClassifier | LogisticReg
     return model
 
 
+def _multilabel(estimator: Any) -> bool:
+    return isinstance(estimator, OnnxMLPClassifier) and estimator._multilabel()
+
+
 def _mlp(estimator: OnnxMLPRegressor | OnnxMLPClassifier) -> MLPRegressor | MLPClassifier:
-    if is_classifier(estimator):
+    if is_classifier(estimator) and not _multilabel(estimator):
         model = MLPClassifier(activation=estimator.activation)
         model.classes_ = onnx_classes(estimator.classes_)
         model._label_binarizer = LabelBinarizer().fit(model.classes_)
     else:
+        # A multilabel classifier's probabilities are a regressor's outputs through the
+        # logistic function (convert_estimator thresholds them: skl2onnx's multilabel
+        # graph has a Binarizer without a double kernel, and two labels' probabilities
+        # written as a binary problem's).
         model = MLPRegressor(activation=estimator.activation)
         # skl2onnx knows no 'exp' output (loss='poisson'): convert_estimator adds it.
     model.coefs_, model.intercepts_ = estimator.coefs_, estimator.intercepts_
@@ -185,6 +196,9 @@ def convert_estimator(
         container.add_options(id(final), options)
     delegate = scope.declare_local_operator(get_model_alias(type(model)), model)
     delegate.inputs = operator.inputs
+    if _multilabel(estimator):
+        _convert_multilabel(scope, operator, container, delegate)
+        return
     for output in operator.outputs:
         # A copy: the counterpart's shape calculator sets the type of its own outputs.
         delegate.outputs.append(
@@ -206,13 +220,48 @@ def convert_estimator(
         )
 
 
+def _convert_multilabel(scope: Scope, operator: Operator, container: ModelComponentContainer,
+                        delegate: Operator) -> None:
+    """A multilabel ``OnnxMLPClassifier``: the probabilities are the counterpart
+    regressor's outputs, ``Reshape(-1, n_labels)``; the labels are ``p > 0.5`` as int64
+    (``predict``)."""
+    n_labels = _n_outputs(operator.raw_operator)
+    probabilities = operator.outputs[1]
+    delegate.outputs.append(scope.declare_local_variable(
+        "label_probabilities", type=copy.deepcopy(probabilities.type)))
+    apply_reshape(scope, delegate.outputs[0].full_name, probabilities.full_name, container,
+                  desired_shape=(-1, n_labels))
+    half = scope.get_unique_variable_name("half")
+    container.add_initializer(half, probabilities.type.to_onnx_type().tensor_type.elem_type,
+                              [], [0.5])
+    above = scope.get_unique_variable_name("above_half")
+    container.add_node("Greater", [probabilities.full_name, half], above,
+                       name=scope.get_unique_operator_name("Greater"))
+    apply_cast(scope, above, operator.outputs[0].full_name, container, to=TensorProto.INT64)
+
+
+def calculate_mlp_classifier_output_shapes(operator: Operator) -> None:
+    """A multilabel ``OnnxMLPClassifier``: labels int64 and probabilities, ``(N,
+    n_labels)`` each; otherwise skl2onnx's classifier outputs."""
+    if not _multilabel(operator.raw_operator):
+        calculate_linear_classifier_output_shapes(operator)
+        return
+    check_input_and_output_numbers(operator, input_count_range=1, output_count_range=2)
+    source = operator.inputs[0]
+    shape = [source.get_first_dimension(), _n_outputs(operator.raw_operator)]
+    tensor = DoubleTensorType if isinstance(source.type, DoubleTensorType) else FloatTensorType
+    operator.outputs[0].type = Int64TensorType(shape)
+    operator.outputs[1].type = tensor(shape)
+
+
 def _register() -> None:
     for estimator_class, (_, options) in _REGISTRY.items():
         classifier = issubclass(estimator_class, ClassifierMixin)
+        shapes = (calculate_mlp_classifier_output_shapes if estimator_class is OnnxMLPClassifier
+                  else calculate_linear_classifier_output_shapes if classifier
+                  else calculate_regressor_output_shapes)
         update_registered_converter(
-            estimator_class, f"SklOrtgrad{estimator_class.__name__}",
-            calculate_linear_classifier_output_shapes if classifier
-            else calculate_regressor_output_shapes,
+            estimator_class, f"SklOrtgrad{estimator_class.__name__}", shapes,
             convert_estimator, options=options,
         )
 

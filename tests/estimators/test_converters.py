@@ -7,7 +7,12 @@ import pytest
 from onnxruntime import InferenceSession
 from skl2onnx import get_model_alias, to_onnx
 from sklearn.compose import ColumnTransformer
-from sklearn.datasets import load_breast_cancer, load_diabetes, load_iris
+from sklearn.datasets import (
+    load_breast_cancer,
+    load_diabetes,
+    load_iris,
+    make_multilabel_classification,
+)
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
@@ -165,6 +170,21 @@ def test_mlp_classifier_pipeline(data, dtype):
     model = _pipeline(OnnxMLPClassifier(hidden_layer_sizes=(8,), dtype=dtype, **FAST)).fit(X, y)
     got = _export(model, X, dtype, options={"zipmap": False})
     _check_classifier(model, X, got, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n_labels", [2, 3])
+def test_multilabel_mlp_classifier_pipeline(n_labels, dtype):
+    """A multilabel OnnxMLPClassifier in a pipeline: labels (the indicator of ``predict``)
+    and probabilities ``[N, n_labels]``, for two labels and in float64 too."""
+    X, y = make_multilabel_classification(n_samples=100, n_features=5, n_classes=n_labels,
+                                          random_state=0)
+    model = _pipeline(OnnxMLPClassifier(hidden_layer_sizes=(8,), dtype=dtype, **FAST)).fit(X, y)
+    got = _export(model, X, dtype, options={"zipmap": False})
+    label, probabilities = got.values()
+    assert label.shape == probabilities.shape == (len(X), n_labels)
+    np.testing.assert_array_equal(label, model.predict(X))
+    np.testing.assert_allclose(probabilities, model.predict_proba(X), **TOLERANCE[dtype])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
