@@ -18,6 +18,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.preprocessing import StandardScaler
 
+import skl_ortgrad
 from skl_ortgrad import LearningRateAdam, LearningRateSGD, OnnxMLPClassifier, OnnxMLPRegressor
 
 
@@ -261,7 +262,7 @@ def test_multilabel_classification_step_for_step(n_labels, solver, weighted):
 
 @pytest.mark.parametrize("n_labels", [3, 2])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_multilabel_export(n_labels, dtype):
+def test_multilabel_export(tmp_path, n_labels, dtype):
     """The exported graph's labels and probabilities are ``predict``'s and
     ``predict_proba``'s, ``[N, n_labels]`` each (skl2onnx writes ``[1 - p, p]`` for two
     labels and a Binarizer onnxruntime has no double kernel of: both mended), and a
@@ -282,6 +283,10 @@ def test_multilabel_export(n_labels, dtype):
     np.testing.assert_allclose(probabilities, model.predict_proba(X), rtol=1e-6)
     assert probabilities.shape == (len(X), n_labels)
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(model)).predict(X), label)
+    skl_ortgrad.save(model, tmp_path / "multilabel.onnx")
+    loaded = skl_ortgrad.load(tmp_path / "multilabel.onnx")
+    np.testing.assert_array_equal(loaded.predict(X), label)
+    np.testing.assert_array_equal(loaded.predict_proba(X), model.predict_proba(X))
 
 
 def test_multilabel_stream_early_stopping_and_errors():
