@@ -505,6 +505,10 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
             return cast
         return transformed.astype(dtype, copy=False)
 
+    #: The error of an early-stopping split leaving fewer than 2 validation rows.
+    _too_small_validation = ("validation_fraction={fraction} leaves {rows} sample(s) for "
+                             "validation: too few for early stopping.")
+
     def _validation_split(self, X: Any, targets: np.ndarray, sample_weight: Any, y: Any) -> tuple:
         """(X, X_val, targets, targets_val, sample_weight, y_val, sample_weight_val): the
         rows of both parts keep their order (scikit-learn's validation mask), so
@@ -516,10 +520,8 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
         )
         train, validation = np.sort(train), np.sort(validation)
         if validation.shape[0] < 2:
-            raise ValueError(
-                f"validation_fraction={self.validation_fraction} leaves "
-                f"{validation.shape[0]} sample(s) for validation: too few for early stopping."
-            )
+            raise ValueError(self._too_small_validation.format(
+                fraction=self.validation_fraction, rows=validation.shape[0]))
         y = np.asarray(y)
         weights = (None, None) if sample_weight is None else (
             sample_weight[train], sample_weight[validation])

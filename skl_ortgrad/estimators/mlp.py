@@ -105,6 +105,9 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
         "tol": [Interval(numbers.Real, 0, None, closed="left"), None],
     }
     _partial_fit_early_stopping = "partial_fit does not support early_stopping=True"
+    # scikit-learn's MLPs' words.
+    _too_small_validation = ("The validation set is too small. Increase 'validation_fraction' "
+                             "or the size of your dataset.")
 
     def _resolved_batch_size(self, n_samples: int) -> int:
         # scikit-learn's MLP rule; L-BFGS sees the whole data at once.

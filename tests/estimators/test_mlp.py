@@ -19,7 +19,13 @@ from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.preprocessing import StandardScaler
 
 import skl_ortgrad
-from skl_ortgrad import LearningRateAdam, LearningRateSGD, OnnxMLPClassifier, OnnxMLPRegressor
+from skl_ortgrad import (
+    LearningRateAdam,
+    LearningRateSGD,
+    OnnxMLPClassifier,
+    OnnxMLPRegressor,
+    OnnxSGDRegressor,
+)
 
 
 def _sgd_pair(ours_cls, theirs_cls, n, activation, alpha):
@@ -167,6 +173,19 @@ def test_warm_started_fit_restarts_the_update_rule_like_scikit_learn(solver):
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
     assert ours.t_ == theirs.t_ == 15 * len(X)
     np.testing.assert_allclose(ours.loss_curve_, theirs.loss_curve_, rtol=1e-9)
+
+
+def test_too_small_validation_set_in_scikit_learns_words():
+    """Early stopping on 2 rows leaves 1 validation row: the MLPs refuse it with
+    scikit-learn's MLP message, the SGD estimators with their own."""
+    X, y = make_friedman1(n_samples=2, n_features=5, random_state=0)
+    message = "The validation set is too small. Increase 'validation_fraction'"
+    for model in (OnnxMLPRegressor(early_stopping=True, random_state=0),
+                  MLPRegressor(early_stopping=True, random_state=0)):
+        with pytest.raises(ValueError, match=message):
+            model.fit(X, y)
+    with pytest.raises(ValueError, match=r"validation_fraction=0.1 leaves 1 sample\(s\)"):
+        OnnxSGDRegressor(early_stopping=True, random_state=0).fit(X, y)
 
 
 def test_alpha_shrinks_weights_as_scikit_learns_with_the_defaults():
