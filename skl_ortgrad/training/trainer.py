@@ -164,12 +164,11 @@ def _loss_shares(loader: MiniBatchLoader) -> tuple[list[float], float]:
     means (:math:`c_B = n_B / \sum_{i \in B} s_i`, 0 for a batch weighing nothing;
     :math:`D = n`).
     """
-    totals = loader.totals.tolist()
     if loader.weighted and loader.weighted_mean:
         return ([rows / total if total else 0.0
-                 for rows, total in zip(loader.rows, totals, strict=True)],
+                 for rows, total in zip(loader.rows, loader.totals.tolist(), strict=True)],
                 float(loader.n_rows))
-    return [1.0] * len(totals), float(sum(totals))
+    return [1.0] * len(loader.rows), float(loader.totals.sum())
 
 
 #: Mini-batches per onnxruntime call of the training program (see :meth:`_program`);
