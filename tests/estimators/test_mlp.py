@@ -37,15 +37,20 @@ def _sgd_pair(ours_cls, theirs_cls, n, activation, alpha):
     return ours, theirs
 
 
+def _assert_same_weights(ours, theirs, **tolerance):
+    """Every coefficient and intercept of ``ours`` close to ``theirs``'s."""
+    for got, want in zip(ours.coefs_ + ours.intercepts_,
+                         theirs.coefs_ + theirs.intercepts_, strict=True):
+        np.testing.assert_allclose(got, want, **tolerance)
+
+
 def _steps(ours, theirs, X, y, steps=50, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         for _ in range(steps):
             ours.partial_fit(X, y, **kwargs)
             theirs.partial_fit(X, y, **kwargs)
-    for got, want in zip(ours.coefs_ + ours.intercepts_,
-                         theirs.coefs_ + theirs.intercepts_, strict=True):
-        np.testing.assert_allclose(got, want, atol=1e-5)
+    _assert_same_weights(ours, theirs, atol=1e-5)
 
 
 @pytest.mark.parametrize("activation", ["relu", "tanh", "logistic", "identity"])
@@ -118,9 +123,7 @@ def test_alpha_is_scikit_learns_l2_term_step_for_step(ours_cls, theirs_cls, solv
         for _ in range(20):
             for model in (ours, theirs, free):
                 model.partial_fit(X, y, **kwargs)
-    for got, want in zip(ours.coefs_ + ours.intercepts_,
-                         theirs.coefs_ + theirs.intercepts_, strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    _assert_same_weights(ours, theirs, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(ours.loss_curve_, theirs.loss_curve_, rtol=1e-9)
     assert ours.t_ == theirs.t_ == 20 * len(X)
     assert np.abs(free.coefs_[0] - theirs.coefs_[0]).max() > 1e-2
@@ -145,9 +148,7 @@ def test_alpha_with_sample_weights_step_for_step(solver):
         for _ in range(20):
             ours.partial_fit(X, y, sample_weight=sample_weight)
             theirs.partial_fit(X, y, sample_weight=sample_weight)
-    for got, want in zip(ours.coefs_ + ours.intercepts_,
-                         theirs.coefs_ + theirs.intercepts_, strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    _assert_same_weights(ours, theirs, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(ours.loss_curve_, theirs.loss_curve_, rtol=1e-9)
 
 
@@ -168,9 +169,7 @@ def test_warm_started_fit_restarts_the_update_rule_like_scikit_learn(solver):
         for _ in range(3):
             ours.fit(X, y)
             theirs.fit(X, y)
-    for got, want in zip(ours.coefs_ + ours.intercepts_,
-                         theirs.coefs_ + theirs.intercepts_, strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    _assert_same_weights(ours, theirs, rtol=1e-9, atol=1e-12)
     assert ours.t_ == theirs.t_ == 15 * len(X)
     np.testing.assert_allclose(ours.loss_curve_, theirs.loss_curve_, rtol=1e-9)
 
@@ -265,9 +264,7 @@ def test_multilabel_classification_step_for_step(n_labels, solver, weighted):
         ours = OnnxMLPClassifier(dtype=np.float64, **common).fit(
             X, y, sample_weight=sample_weight)
         theirs = MLPClassifier(**common).fit(X, y, sample_weight=sample_weight)
-    for got, want in zip(ours.coefs_ + ours.intercepts_,
-                         theirs.coefs_ + theirs.intercepts_, strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-10)
+    _assert_same_weights(ours, theirs, rtol=1e-9, atol=1e-10)
     if solver != "lbfgs":
         np.testing.assert_allclose(ours.loss_curve_, theirs.loss_curve_, rtol=1e-9)
     np.testing.assert_array_equal(ours.classes_, theirs.classes_)
