@@ -667,12 +667,15 @@ def linear_program(
       :math:`u = (\sigma(s) - y) \odot c`, values :math:`s`;
     * ``"hinge"`` (target :math:`a = 2y - 1`, step weights :math:`-a \eta\sigma s_i`):
       :math:`u = c \odot [z \le t]` with the margins :math:`z = a \odot s` and the
-      ``threshold`` :math:`t` (the kink included, as scikit-learn); values :math:`z`;
+      ``threshold`` :math:`t` (the kink included, as scikit-learn); values :math:`z`; the
+      mask :math:`[z \le t]` one ``HardSigmoid`` in float32 for :math:`t > 0`
+      (:func:`_exact_step_function`), a comparison and a ``Cast`` otherwise;
 
     then :math:`W \leftarrow D_W - u X_B` (:math:`D_W` the penalty's proximal step of
     :math:`W`, as in :func:`generic_program`) and :math:`b \leftarrow b - u 1` (one
-    ``Gemm`` each). Nodes per step: 6 (squared error), 7 (log loss) or 8 (hinge), plus 1
-    for L2, 2 for L1. Sample weights cost nothing: they are in :math:`c`.
+    ``Gemm`` each). Nodes per step: 6 (squared error), 7 (log loss) or 7 (hinge; 8 for
+    the perceptron's threshold 0 and in float64), plus 1 for L2, 2 for L1. Sample
+    weights cost nothing: they are in :math:`c`.
 
     ``sparse=True`` (:class:`SparseLinearProgram`): the batch is its stored values, columns
     :math:`J` and values :math:`V` of shape ``[width, b]`` (zeros where a row has fewer),
@@ -769,12 +772,17 @@ def linear_program(
         residual = emit("Sub", [emit("Sigmoid", [s], "probability"), target], "residual")
         u = emit("Mul", [residual, step_weight], "scaled_residual")
     else:
-        # The margins' shape (rank and shape matched: no broadcasting); a Cast and a Mul
-        # of the mask are faster than a Where (measured 0.3 µs per step).
-        constants["margin_threshold"] = np.full(row_shape, threshold, dtype=dtype)
         values = emit("Mul", [s, target], "margin")
-        inside = emit("LessOrEqual", [values, "margin_threshold"], "inside")
-        mask = emit("Cast", [inside], "inside_mask", to=elem)
+        exact = _exact_step_function(threshold, dtype)
+        if exact is not None:
+            mask = emit("HardSigmoid", [values], "inside_mask", alpha=exact[0],
+                        beta=exact[1])
+        else:
+            # The margins' shape (rank and shape matched: no broadcasting); a Cast and a
+            # Mul of the mask are faster than a Where (measured 0.3 µs per step).
+            constants["margin_threshold"] = np.full(row_shape, threshold, dtype=dtype)
+            inside = emit("LessOrEqual", [values, "margin_threshold"], "inside")
+            mask = emit("Cast", [inside], "inside_mask", to=elem)
         u = emit("Mul", [mask, step_weight], "scaled_residual")
     if scaled:
         # a' = a d, then V' = V - u X_B / a': a' V' is the decayed W minus the step.
@@ -825,6 +833,31 @@ def linear_program(
         n_features=int(n_features), scalars=template.scalars, dtype=np.dtype(dtype),
         n_outputs=outputs,
     )
+
+
+def _exact_step_function(threshold: float,
+                         dtype: np.dtype | type) -> tuple[float, float] | None:
+    r"""``(alpha, beta)`` of a ``HardSigmoid`` equal to :math:`[z \le t]` for every float32
+    :math:`z` (the hinge loss's margin mask in one node instead of a comparison and a
+    ``Cast``, which cost 2 µs of a 10 µs step, measured), or None where no such pair
+    exists (float64: the attributes are float32; :math:`t \le 0`; :math:`t < 2^{-104}`).
+
+    With :math:`t = m 2^e` (:math:`\tfrac12 \le m < 1`) and :math:`K = 2^{24 - e}`, the
+    inverse of the spacing of float32 values at :math:`t`, ``HardSigmoid`` computes
+    :math:`\operatorname{clip}(-K z + (K t + 1), 0, 1)`: :math:`K z` is exact (a power of
+    two; an overflow is an infinity on the correct side), :math:`K t + 1 = m 2^{24} + 1`
+    is an integer float32 holds, and near :math:`t` the sum is exact (Sterbenz): it is 1
+    at :math:`z = t`, at least 1.5 below (the float32 values there are multiples of half
+    the spacing) and at most 0 above.
+    """
+    t = np.float32(threshold)
+    if np.dtype(dtype) != np.float32 or not 0 < t < np.inf:
+        return None
+    exponent = int(np.frexp(t)[1])
+    if exponent < -103:  # K beyond float32
+        return None
+    scale = 2.0 ** (24 - exponent)
+    return -scale, scale * float(t) + 1.0
 
 
 #: The sparse program's scale :math:`a` of :math:`W = a V` (a state of its ``Scan``).

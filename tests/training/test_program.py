@@ -432,15 +432,54 @@ def test_float32_program(loss, backend):
     np.testing.assert_allclose(losses, expected_losses, rtol=1e-5)
 
 
+@pytest.mark.parametrize("threshold", [1.0, 0.5, 3.0, 1e-3, 2.0**-103, 2.0**-104, 0.0,
+                                       1e30])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_hinge_mask_is_exact_at_the_threshold(threshold, dtype):
+    """The hinge program's step is taken for exactly the rows whose margin is at most the
+    threshold t, the kink included, whatever the form of the mask (float32's HardSigmoid
+    for t > 0, a comparison elsewhere): one step from W = (1, 0, ...), b = 0 on rows
+    whose first feature is a margin around +-t (target +-1), step weights 1, so the new
+    intercept is minus the count of rows inside the margin."""
+    t = dtype(threshold)
+    ulps = np.arange(-40, 41, dtype=dtype)
+    near = np.concatenate([
+        t + ulps * np.spacing(t) / 2, np.nextafter(t, dtype([-np.inf, np.inf])),
+        dtype([0.0, -0.0, 1e-45, -1e-45, 2.0**104, -(2.0**104), 1e30, -1e30]),
+        t * dtype([0.5, 0.999, 1.001, 2.0, -1.0])]).astype(dtype)
+    rng = np.random.default_rng(0)
+    margins = np.concatenate([near, rng.standard_normal(200).astype(dtype) * max(t, 1)])
+    margins = margins[:len(margins) // 32 * 32]
+    program = linear_program("hinge", 2, 1, 32, dtype, threshold=threshold)
+    session = _session(program.model)
+    for batch in margins.reshape(-1, 32):
+        target = np.where(rng.random(32) < 0.5, 1, -1).astype(dtype)
+        # Score s with target a: margin a s.
+        X = np.stack([batch * target, np.zeros(32, dtype=dtype)], axis=1)
+        per_row = {"rows": np.arange(32), "target": target,
+                   "step_weight": np.ones(32, dtype=dtype)}
+        table = program.scalar_table(np.ones(1), np.ones(1))
+        weights = [np.array([[1.0], [0.0]], dtype=dtype), np.zeros(1, dtype=dtype)]
+        new, values = [np.empty_like(w) for w in weights], np.empty(32, dtype=dtype)
+        fetches = program.fetches(values, new, 0, 1)
+        names = list(fetches)
+        outputs = session.run(names, program.feeds(X, per_row, table, weights, 0, 1))
+        for name, value in zip(names, outputs, strict=True):
+            fetches[name][...] = value
+        np.testing.assert_array_equal(values, batch)
+        assert new[1][0] == -np.count_nonzero(batch <= t), batch
+
+
 def test_program_graphs():
     """Standard operators only, one Scan node, and the node counts the design promises
-    (per step: squared error 6, log loss 7, hinge 8; the sparse form three more; L2 one
-    more, L1 two more)."""
+    (per step: squared error 6, log loss 7, hinge 7 in float32, its mask one HardSigmoid,
+    8 in float64 and for the perceptron; the sparse form three more; L2 one more, L1 two
+    more)."""
     def body(program):
         return [node.op_type for node in program.model.graph.node[0].attribute[0].g.node]
 
     for sparse in (False, True):
-        for loss, count in (("squared_error", 6), ("log", 7), ("hinge", 8)):
+        for loss, count in (("squared_error", 6), ("log", 7), ("hinge", 7)):
             count += 3 * sparse
             program = linear_program(loss, N_FEATURES, 8, BATCH, sparse=sparse)
             onnx.checker.check_model(program.model, full_check=True)
@@ -450,6 +489,11 @@ def test_program_graphs():
             assert len(body(linear_program(loss, N_FEATURES, 8, BATCH, l1=True, l2=True,
                                            sparse=sparse))) == count + 3
     assert body(linear_program("hinge", N_FEATURES, 8, BATCH)).count("Gemm") == 3
+    assert "HardSigmoid" in body(linear_program("hinge", N_FEATURES, 8, BATCH))
+    for compared in (linear_program("hinge", N_FEATURES, 8, BATCH, np.float64),
+                     linear_program("hinge", N_FEATURES, 8, BATCH, threshold=0.0)):
+        assert len(body(compared)) == 8
+        assert "LessOrEqual" in body(compared) and "HardSigmoid" not in body(compared)
     # Several outputs: the same nodes, in either form.
     for loss in ("log", "hinge"):
         for sparse in (False, True):
