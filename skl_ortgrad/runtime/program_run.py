@@ -143,10 +143,9 @@ class ProgramRun:
             self._bound[first, count] = self._vector(feeds), self._vector(fetches)
         return self._bound[first, count]
 
-    def losses(self, chunk: int) -> list[float]:
-        """The loss sums of the batches of chunk ``chunk``, once it ran."""
-        first, count = self.chunks[chunk]
-        return self._losses[first:first + count].tolist()
+    def step_losses(self, first: int, count: int) -> np.ndarray:
+        """The loss sums of batches ``first .. first + count - 1``, once they ran."""
+        return self._losses[first:first + count]
 
 
 class LinearProgramRun(ProgramRun):
@@ -269,13 +268,9 @@ class LinearProgramRun(ProgramRun):
     def epoch_losses(self, epochs: int) -> np.ndarray:
         """The loss sums of the batches of the first ``epochs`` laid-out epochs, once
         they ran: shape ``(epochs, n_batches)``."""
-        return self._loss_sums(0, epochs * self.n_batches).reshape(epochs, self.n_batches)
+        return self.step_losses(0, epochs * self.n_batches).reshape(epochs, self.n_batches)
 
-    def losses(self, chunk: int) -> list[float]:
-        return self._loss_sums(*self.chunks[chunk]).tolist()
-
-    def _loss_sums(self, first: int, count: int) -> np.ndarray:
-        """The loss sums of steps ``first .. first + count - 1``, once they ran."""
+    def step_losses(self, first: int, count: int) -> np.ndarray:
         rows = slice(first * self.program.batch_rows, (first + count) * self.program.batch_rows)
         return self.program.losses(self._values[rows], self.per_row["target"][rows],
                                    self._loss_weights[rows])

@@ -50,6 +50,8 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -152,6 +154,27 @@ def _fmt(loss: float | None) -> str:
 def _mean(loss: float, total: float) -> float:
     """A mean loss from its weighted sum (0 for rows weighing nothing)."""
     return loss / total if total else 0.0
+
+
+@dataclass(frozen=True)
+class _ChunkStart:
+    """Copies of what a program's chunk changes, taken before it ran."""
+
+    weights: list[np.ndarray]
+    rate_state: list[np.ndarray]
+    t: int
+
+
+def _first_nonfinite_chunk(losses: np.ndarray,
+                           chunks: Sequence[tuple[int, int]]) -> int | None:
+    """The index in ``chunks`` (``(first, count)`` of consecutive chunks, the first at
+    ``losses[0]``) of the first chunk with a non-finite loss; None if all are finite."""
+    finite = np.isfinite(losses)
+    if finite.all():
+        return None
+    step = chunks[0][0] + int(np.argmin(finite))
+    return next(index for index, (first, count) in enumerate(chunks)
+                if first <= step < first + count)
 
 
 def _loss_shares(loader: MiniBatchLoader) -> tuple[list[float], float]:
@@ -930,12 +953,15 @@ class Trainer:
         and the in-place updates of steppers validated once per epoch; the schedule is
         computed for the whole epoch at once. Where the training program applies
         (``program``, from :meth:`_program`), the batches run ``_PROGRAM_STEPS`` per call
-        instead, computing the same updates (to rounding, see :meth:`_build_program`): a
+        instead, computing the same updates (to rounding, see :meth:`_build_program`): each
         chunk's new weights and update states (velocities, moments; the rule's counters
-        advance) replace the current ones only if all its losses are finite;
-        otherwise the chunk is replayed batch by batch, which stops at the exact batch
-        with the per-batch path's state and message. Ctrl-C is honoured at the next chunk
-        boundary.
+        advance) replace the current ones as it ends (:meth:`_run_chunks`), and the
+        losses of all the chunks run are checked at once after them; at the first chunk
+        with a non-finite loss, the weights, states and ``t_`` go back to its start
+        (:meth:`_rewind`) and the chunk is replayed batch by batch, which stops at the
+        exact batch with the per-batch path's state and message (or, finding every loss
+        finite, goes on with the next chunks). Ctrl-C is honoured at the next chunk
+        boundary, once the chunks run are checked.
 
         Raises :class:`_Diverged` on a non-finite batch loss (before any update), and
         wraps an exception raised while the weights were being updated in
@@ -1000,22 +1026,37 @@ class Trainer:
                 rate = self.learning_rate_
                 program.schedule(eta_array, loader, *self._penalty_scalars(),
                                  rate.step_scalars(eta_array, self.lr_state_))
-                for chunk, (first, count) in enumerate(program.chunks):
+                chunk = 0
+                while chunk < len(program.chunks):
                     if interrupt.pending:
                         raise KeyboardInterrupt
-                    program.run(chunk)
-                    losses = program.losses(chunk)
-                    if not all(map(math.isfinite, losses)):
-                        # The weights are untouched: the per-batch path finds the batch.
-                        batches(first, first + count)
-                        continue
+                    # The chunks are kept unchecked as they run: an exception among
+                    # them goes back to the start of the epoch (_TornUpdate).
                     updating = True
-                    self._take_steps(program, count, sum(rows[first:first + count]))
+                    starts = self._run_chunks(program, chunk, rows, interrupt)
                     updating = False
+                    first = program.chunks[chunk][0]
+                    last, count = program.chunks[chunk + len(starts) - 1]
+                    losses = program.step_losses(first, last + count - first)
+                    bad = _first_nonfinite_chunk(losses, program.chunks[chunk:])
+                    kept = losses[:program.chunks[chunk + bad][0] - first
+                                  if bad is not None else len(losses)].tolist()
                     # One by one, as the per-batch path sums them: the same epoch loss.
-                    for loss, share in zip(losses, shares[first:first + count], strict=True):
+                    for loss, share in zip(kept, shares[first:first + len(kept)],
+                                           strict=True):
                         total += loss * share
-                    previous = losses[-1]
+                    previous = kept[-1] if kept else previous
+                    if bad is None:
+                        chunk += len(starts)
+                        continue
+                    # Back to that chunk's start: the per-batch path finds the batch.
+                    updating = True
+                    self._rewind(program, starts[bad])
+                    updating = False
+                    chunk += bad
+                    first, count = program.chunks[chunk]
+                    batches(first, first + count)
+                    chunk += 1
                 batches(program.n_batches, len(rows))
         except BaseException as exc:
             if updating:
@@ -1038,6 +1079,35 @@ class Trainer:
         within = np.zeros_like(loader.starts) if rate.per_epoch else loader.starts
         offsets = (np.arange(epochs)[:, None] * sum(loader.rows) + within).ravel()
         return rate.schedule(self.t_ + offsets) * rate.eta_factor(self.lr_state_)
+
+    def _run_chunks(self, program: ProgramRun, chunk: int, rows: list[int],
+                    interrupt: DeferredInterrupt) -> list[_ChunkStart]:
+        """Run the program's chunks from ``chunk`` on, each one's new weights and states
+        made the current ones at once, until the last chunk or a pending Ctrl-C; return
+        the start of each chunk run (for :meth:`_rewind`).
+
+        Their losses are checked after all of them (:meth:`_epoch`): computing them in
+        numpy cost about a tenth of a chunk's call at the defaults (1.3 ms of a 26 ms
+        epoch of 100k x 100, measured), for all of them at once 0.3 ms.
+        """
+        starts = []
+        for index in range(chunk, len(program.chunks)):
+            if starts and interrupt.pending:
+                break
+            first, count = program.chunks[index]
+            starts.append(_ChunkStart([w.copy() for w in program.weights],
+                                      [s.copy() for s in self.lr_state_], self.t_))
+            program.run(index)
+            self._take_steps(program, count, sum(rows[first:first + count]))
+        return starts
+
+    def _rewind(self, program: ProgramRun, start: _ChunkStart) -> None:
+        """Make the weights, states and ``t_`` those at the start of a chunk."""
+        for array, saved in zip(program.weights, start.weights, strict=True):
+            np.copyto(array, saved)
+        for array, saved in zip(self.lr_state_, start.rate_state, strict=True):
+            np.copyto(array, saved)
+        self.t_ = start.t
 
     def _take_steps(self, program: ProgramRun, steps: int, samples: int) -> None:
         """Make a program call's new weights and states the current ones: ``steps``

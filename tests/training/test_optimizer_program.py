@@ -665,6 +665,37 @@ def test_divergence_in_a_chunk_is_reported_at_its_batch(monkeypatch, chunks, lea
     assert model.n_iter_ == 1
 
 
+@pytest.mark.parametrize("lean", [False, True], ids=["generic", "linear"])
+def test_a_chunk_whose_replay_is_finite_rewinds_then_goes_on(monkeypatch, chunks, lean):
+    """The chunks' losses are checked after they all ran: a non-finite one (here a NaN
+    written into the second chunk's losses of epoch 2, once) rewinds the weights, states
+    and t_ to that chunk's start, replays it batch by batch (8 forwards, all finite) and
+    runs the chunks after it in the program again. The fit ends as the one without the
+    NaN, to the per-batch path's rounding."""
+    if not lean:
+        _generic_only(monkeypatch)
+    clean = _fit("regression", learning_rate="constant", eta0=0.001)
+    original = ProgramRun.step_losses if not lean else LinearProgramRun.step_losses
+    owner = ProgramRun if not lean else LinearProgramRun
+    poisoned, before = [], len(chunks)
+
+    def step_losses(self, first, count):
+        losses = original(self, first, count).copy()
+        if len(chunks) - before > 4 and not poisoned and first <= STEPS < first + count:
+            losses[STEPS - first + 3] = np.nan
+            poisoned.append(len(chunks) - before)
+        return losses
+
+    monkeypatch.setattr(owner, "step_losses", step_losses)
+    rewinds = record_calls(monkeypatch, Trainer, "_rewind")
+    model = _fit("regression", learning_rate="constant", eta0=0.001)
+    assert poisoned == [8]  # epoch 2 ran whole before its losses were checked
+    assert len(rewinds) == 1
+    assert len(chunks) - before == 3 * 4 + 2  # the chunks after the replayed one, again
+    got, expected = _state(model), _state(clean)
+    _assert_same(got, expected, rtol=1e-5)
+
+
 @pytest.mark.skipif(signal.getsignal(signal.SIGINT) is not signal.default_int_handler,
                     reason="needs Python's default SIGINT handler (a background job "
                            "started without job control ignores SIGINT)")
