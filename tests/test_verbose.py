@@ -88,8 +88,8 @@ def test_bar_in_a_terminal_ends_at_the_epochs_run(capsys, monkeypatch, bars):
     # The epochs are on the bar, not printed as lines; the summary follows the bar.
     assert not any(EPOCH_LINE.fullmatch(line) for line in err.splitlines())
     assert err.splitlines()[-1].startswith(
-        f"fit: converged (the training loss improved by less than tol=0.001 for 5 epochs) "
-        f"after {model.n_iter_} epoch(s)")
+        "fit: converged (the training objective improved by less than tol=0.001 for 5 "
+        f"epochs) after {model.n_iter_} epoch(s)")
 
 
 def test_verbose_2_in_a_terminal_adds_a_transient_bar_per_epoch(capsys, monkeypatch, bars):

@@ -230,6 +230,9 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
     # Sample weights: the weighted mean loss of a batch (scikit-learn's MLPs), or a
     # weight scaling its row's step (scikit-learn's SGD), see the optimizer.
     _weighted_mean = True
+    # Whether tol watches the objective, the loss plus the penalty (scikit-learn's SGD),
+    # or the loss (its MLPs, whose L2 term is part of the loss).
+    _tol_on_objective = False
     # scikit-learn's error for partial_fit with early_stopping=True.
     _partial_fit_early_stopping = "early_stopping should be False with partial_fit"
 
@@ -567,6 +570,7 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
             backend=self.backend,
             average=self._average(),
             weighted_mean=self._weighted_mean,
+            tol_on_objective=self._tol_on_objective,
         )
         self.loss_curve_ = []
         self.n_iter_ = 0

@@ -164,8 +164,10 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
     """What both SGD estimators share: scikit-learn's parameters and their objects."""
 
     _regression_only = True
-    # scikit-learn's SGD scales each sample's step by its weight.
+    # scikit-learn's SGD scales each sample's step by its weight, and its tol rule
+    # watches the loss plus alpha * R(w) at every sample (objective_sum in _sgd_fast).
     _weighted_mean = False
+    _tol_on_objective = True
 
     def _penalty(self, batch_size: int) -> BaseLearningPenalty:
         return sgd_penalty(self.penalty, self.alpha, self.l1_ratio, batch_size)

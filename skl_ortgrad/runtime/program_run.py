@@ -63,7 +63,8 @@ class ProgramRun:
         1``, by name."""
         return (self.program.feeds(self._per_row, self.table, self.weights, first, count),
                 self.program.fetches(self._losses[first:first + count], self.new_weights,
-                                     count))
+                                     count, {name: norms[first:first + count]
+                                             for name, norms in self._norms.items()}))
 
     def _start(self, program: Any, session: InferenceSession, weights: list[np.ndarray],
                n_batches: int, epochs: int = 1) -> None:
@@ -74,6 +75,10 @@ class ProgramRun:
                        for first in range(0, n_batches, program.steps)]
         self.weights = list(weights)
         self.new_weights = [np.empty_like(w) for w in weights]
+        # The per-step norms of the weights each step starts from (norms=True), epoch
+        # after epoch.
+        self._norms = {name: np.empty(epochs * n_batches, dtype=program.dtype)
+                       for name in program.norms}
         # Written by every schedule.
         self.table = {name: np.empty((epochs * n_batches, *shape), dtype=program.dtype)
                       for name, _, shape in program.scalars}
@@ -147,6 +152,21 @@ class ProgramRun:
         """The loss sums of batches ``first .. first + count - 1``, once they ran."""
         return self._losses[first:first + count]
 
+    def step_penalties(self, first: int, count: int, l1: float, l2: float) -> np.ndarray:
+        r"""The elastic penalty :math:`l_1 \lVert W \rVert_1 + \frac{l_2}{2}
+        \lVert W \rVert_2^2` at the weights batches ``first .. first + count - 1``
+        started from, once they ran (from the program's per-step norms), in float64."""
+        steps = slice(first, first + count)
+        penalty = np.zeros(count)
+        if "squared_norms" in self._norms:
+            squares = self._norms["squared_norms"][steps].astype(np.float64)
+            if "scales" in self._norms:
+                squares *= np.square(self._norms["scales"][steps].astype(np.float64))
+            penalty += 0.5 * l2 * squares
+        if "l1_norms" in self._norms:
+            penalty += l1 * self._norms["l1_norms"][steps]
+        return penalty
+
 
 class LinearProgramRun(ProgramRun):
     r"""The linear program (:class:`~skl_ortgrad.training.program.LinearProgram`) over a
@@ -190,7 +210,8 @@ class LinearProgramRun(ProgramRun):
         # Steps of the laid-out epochs, one after the other.
         return (self.program.feeds(self._features, self.per_row, self.table, self.weights,
                                    first, count),
-                self.program.fetches(self._values, self.new_weights, first, count))
+                self.program.fetches(self._values, self.new_weights, first, count,
+                                     self._norms))
 
     def _start_rows(self, program: Any, session: InferenceSession, loader: MiniBatchLoader,
                     weights: list[np.ndarray], epochs: int = 1) -> None:
@@ -297,7 +318,8 @@ class SparseLinearProgramRun(LinearProgramRun):
     def _vectors(self, first: int, count: int) -> tuple[OrtValueVector, OrtValueVector]:
         feeds = self.program.feeds(*self._stored(first, count), self.per_row, self.table,
                                    self.weights, first, count)
-        fetches = self.program.fetches(self._values, self.new_weights, first, count)
+        fetches = self.program.fetches(self._values, self.new_weights, first, count,
+                                       self._norms)
         # OrtValues borrow the arrays' memory: they live until the next call.
         self._call_arrays = feeds, fetches
         return (self._vector([feeds[name] for name in self._inputs]),

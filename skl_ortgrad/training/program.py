@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from onnx import (
@@ -181,6 +181,8 @@ class _Template:
     elem: int
     opsets: list[tuple[str, int]]
     ir_version: int
+    #: Per-step outputs beside the loss: (output name, body result, shape of one step).
+    extra: list[tuple[str, str, tuple[int, ...]]] = field(default_factory=list)
 
 
 @dataclass
@@ -209,6 +211,8 @@ class StepProgram(_ScalarInputs):
     loss_shape : tuple of int
         Shape of one step's loss.
     dtype : numpy.dtype
+    norms : tuple of str
+        The per-step :data:`NORMS` outputs (``norms=True``), one value per step.
     """
 
     model: ModelProto
@@ -221,6 +225,7 @@ class StepProgram(_ScalarInputs):
     scalars: list[tuple[str, str, tuple[int, ...]]]
     loss_shape: tuple[int, ...]
     dtype: np.dtype
+    norms: tuple[str, ...] = ()
 
     def feeds(
         self, data: dict[str, np.ndarray], table: dict[str, np.ndarray],
@@ -252,12 +257,15 @@ class StepProgram(_ScalarInputs):
         return result
 
     def fetches(
-        self, losses: np.ndarray, weights: Sequence[np.ndarray], count: int
+        self, losses: np.ndarray, weights: Sequence[np.ndarray], count: int,
+        norms: dict[str, np.ndarray] | None = None,
     ) -> dict[str, np.ndarray]:
         """The outputs of a call of ``count`` batches as views of ``losses`` (shape
-        ``(count,)`` or more) and of the buffers of the new ``weights``."""
+        ``(count,)`` or more), of the buffers of the new ``weights`` and of ``norms``
+        (each ``(count,)`` or more, by name: :attr:`norms`)."""
         result = dict(zip(self.new_weights, _views(weights, self.weight_shapes), strict=True))
         result[_LOSSES] = losses[:count].reshape((count, *self.loss_shape))
+        result.update({name: norms[name][:count] for name in self.norms})
         return result
 
 
@@ -286,6 +294,9 @@ class LinearProgram(_ScalarInputs):
     n_outputs : int
         :math:`K`, the scores (one-vs-rest classes); the per-row target, step weights and
         values are ``(n, K)`` arrays when above 1, ``(n,)`` otherwise.
+    norms : tuple of str
+        The per-step :data:`NORMS` outputs (``norms=True``; the scaled sparse form also
+        writes the scale :math:`a`, ``"scales"``), one value per step.
     """
 
     model: ModelProto
@@ -297,6 +308,7 @@ class LinearProgram(_ScalarInputs):
     scalars: list[tuple[str, str, tuple[int, ...]]]
     dtype: np.dtype
     n_outputs: int = 1
+    norms: tuple[str, ...] = ()
 
     #: Input and output names (fixed: the program is written by hand).
     weights = ("coef", "intercept")
@@ -389,13 +401,16 @@ class LinearProgram(_ScalarInputs):
         return result
 
     def fetches(self, values: np.ndarray, weights: Sequence[np.ndarray], first: int,
-                count: int) -> dict[str, np.ndarray]:
-        """The outputs of that call as views of ``values`` (the epoch's, one per row) and
-        of the buffers of the new ``weights``."""
+                count: int, norms: dict[str, np.ndarray] | None = None,
+                ) -> dict[str, np.ndarray]:
+        """The outputs of that call as views of ``values`` (the epoch's, one per row), of
+        the buffers of the new ``weights`` and of ``norms`` (the epoch's, one per step,
+        by name: :attr:`norms`)."""
         b = self.batch_rows
         result = dict(zip(self.new_weights, _views(weights, self.weight_shapes), strict=True))
         result[self.values] = values[first * b:(first + count) * b].reshape(
             self._step_shape(count))
+        result.update({name: norms[name][first:first + count] for name in self.norms})
         return result
 
 
@@ -472,9 +487,34 @@ def _proximal(graph: StepGraph, weight: str, rank: int, l1: bool, l2: bool) -> s
     return result
 
 
+#: The programs' per-step norms of the penalized weights (``norms=True``), each of the
+#: weights a step starts from: :math:`\sum \lVert W \rVert_2^2` (with the L2 penalty)
+#: and :math:`\sum \lVert W \rVert_1` (with the L1 penalty); the scaled sparse program
+#: (:math:`W = aV`) writes :math:`\lVert V \rVert_2^2` and :math:`a`.
+NORMS = ("squared_norms", "l1_norms")
+_SCALES = "scales"
+
+
+def _norms(graph: StepGraph, weights: Sequence[str], l1: bool,
+           l2: bool) -> list[tuple[str, str, tuple[int, ...]]]:
+    """The ``extra`` outputs (see :class:`_Template`) of the :data:`NORMS` of
+    ``weights``: one reduction per weight and norm, summed over the weights."""
+    extra = []
+    for name, op, wanted in zip(NORMS, ("ReduceSumSquare", "ReduceL1"), (l2, l1),
+                                strict=True):
+        if not wanted:
+            continue
+        parts = [graph.node(op, [w], f"{w}_{name}", keepdims=0) for w in weights]
+        total = parts[0]
+        for part in parts[1:]:
+            total = graph.node("Add", [total, part], name)
+        extra.append((name, total, ()))
+    return extra
+
+
 def _generic_template(
     fused: ModelProto, weights: Sequence[str], penalized: Sequence[str], batch_rows: int,
-    l1: bool, l2: bool, loss: str, update: BaseLearningRate,
+    l1: bool, l2: bool, loss: str, update: BaseLearningRate, norms: bool = False,
 ) -> _Template:
     graph = fused.graph
     if any(att.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS)
@@ -509,6 +549,7 @@ def _generic_template(
         data.append(_info(info.name, info.type.tensor_type.elem_type, [batch_rows, *dims[1:]]))
     elem = loss_info.type.tensor_type.elem_type
     step = StepGraph(graph_names(graph), numpy_dtype(elem))
+    extra = _norms(step, [w for w in weights if w in penalized], l1, l2) if norms else []
     starts = [_proximal(step, w, _rank(inputs[w]), l1, l2) if w in penalized else w
               for w in weights]
     shapes = [_dims(inputs[w]) for w in weights]
@@ -541,6 +582,7 @@ def _generic_template(
         elem=elem,
         opsets=[("", main_opset(fused)), *other_domains(fused)],
         ir_version=fused.ir_version,
+        extra=extra,
     )
 
 
@@ -587,6 +629,7 @@ def generic_program(
     l2: bool = False,
     loss: str = "loss",
     update: BaseLearningRate | None = None,
+    norms: bool = False,
 ) -> StepProgram:
     r"""The program of ``steps`` steps built on a backend's one-call gradient graph.
 
@@ -621,6 +664,9 @@ def generic_program(
     update : BaseLearningRate, optional
         The update rule (its :meth:`~skl_ortgrad.training.sgd_learning_rate.
         BaseLearningRate.emit_update`); plain SGD by default.
+    norms : bool
+        Also output, per step, the :data:`NORMS` of the penalized weights the step
+        starts from (the penalty's value, scikit-learn's SGD objective).
 
     Returns
     -------
@@ -628,7 +674,7 @@ def generic_program(
     """
     _check_steps(steps)
     t = _generic_template(fused, weights, penalized, batch_rows, l1, l2, loss,
-                          LearningRateSGD() if update is None else update)
+                          LearningRateSGD() if update is None else update, norms)
     if t.opsets[0][1] < _MIN_OPSET:
         raise ValueError(f"A program needs opset >= {_MIN_OPSET}, got {t.opsets[0][1]}.")
     outputs = [f"new_{w.name}" for w in t.weights]
@@ -640,6 +686,7 @@ def generic_program(
         data=[i.name for i in t.data], weights=[w.name for w in t.weights],
         weight_shapes=[tuple(_dims(w)) for w in t.weights], new_weights=outputs,
         scalars=t.scalars, loss_shape=t.loss_shape, dtype=numpy_dtype(t.elem),
+        norms=tuple(name for name, _, _ in t.extra),
     )
 
 
@@ -655,6 +702,7 @@ def linear_program(
     threshold: float = 1.0,
     sparse: bool = False,
     n_outputs: int = 1,
+    norms: bool = False,
 ) -> LinearProgram:
     r"""The program of ``steps`` steps of a linear model, written by hand, on rows.
 
@@ -711,6 +759,9 @@ def linear_program(
         The form reading the batches' stored values.
     n_outputs : int
         :math:`K`.
+    norms : bool
+        Also output, per step, the :data:`NORMS` of :math:`W` the step starts from (one
+        reduction each).
 
     Returns
     -------
@@ -764,6 +815,12 @@ def linear_program(
         s = (emit("Gemm", [batch, coef, intercept], "score") if outputs > 1
              else emit("Gemm", [coef, batch, intercept], "score", transB=1))
         data = [_info(rows, TensorProto.INT64, [b])]
+    extra = _norms(step, [coef], l1, l2) if norms else []
+    if norms and scaled:
+        # W = a V: the norms are V's; a is the state the step starts from (as a scalar,
+        # as the norms).
+        extra.append((_SCALES, emit("ReduceSum", [_SCALE], "scale_at_start", keepdims=0),
+                      ()))
     if loss == "squared_error":
         values = emit("Sub", [s, target], "residual")
         u = emit("Mul", [values, step_weight], "scaled_residual")
@@ -817,7 +874,7 @@ def linear_program(
                  *([_info(_SCALE, elem, [1])] if scaled else [])],
         new_weights=[new_coef, new_intercept, *([new_scale] if scaled else [])],
         loss=values, loss_shape=tuple(row_shape), elem=elem, opsets=[("", OPSET)],
-        ir_version=IR_VERSION,
+        ir_version=IR_VERSION, extra=extra,
     )
     dataset = [] if sparse else [_info(p.features, elem, [None, n_features])]
     if scaled:
@@ -831,7 +888,7 @@ def linear_program(
     return p(
         model=model, loss=loss, threshold=float(threshold), steps=int(steps), batch_rows=b,
         n_features=int(n_features), scalars=template.scalars, dtype=np.dtype(dtype),
-        n_outputs=outputs,
+        n_outputs=outputs, norms=tuple(name for name, _, _ in extra),
     )
 
 
@@ -911,15 +968,19 @@ def _scan(t: _Template, outputs: list[str], losses: str = _LOSSES,
         + [_info(mapping[name], elem, shape) for name, elem, shape in step_inputs],
         [_info(mapping[name], t.elem, _dims(w))
          for name, w in zip(t.new_weights, t.weights, strict=True)]
-        + [_info(mapping[t.loss], t.elem, t.loss_shape)],
+        + [_info(mapping[t.loss], t.elem, t.loss_shape)]
+        + [_info(mapping[result], t.elem, shape) for _, result, shape in t.extra],
         t.initializers)
     node = helper.make_node(
         "Scan", [w.name for w in t.weights] + [name for name, _, _ in step_inputs],
-        [*outputs, losses], name="steps", body=body, num_scan_inputs=len(step_inputs))
+        [*outputs, losses, *(name for name, _, _ in t.extra)], name="steps", body=body,
+        num_scan_inputs=len(step_inputs))
     weight_outputs = [_info(name, t.elem, _dims(w))
                       for name, w in zip(outputs, t.weights, strict=True)]
-    return helper.make_graph([node], "training_program", outer_inputs,
-                             [*weight_outputs, _info(losses, t.elem, ["steps", *t.loss_shape])])
+    return helper.make_graph(
+        [node], "training_program", outer_inputs,
+        [*weight_outputs, _info(losses, t.elem, ["steps", *t.loss_shape]),
+         *(_info(name, t.elem, ["steps", *shape]) for name, _, shape in t.extra)])
 
 
 def _renamed(node: NodeProto, mapping: dict[str, str]) -> NodeProto:

@@ -336,8 +336,9 @@ class Trainer:
     random_state : int, RandomState or None
         Seed of the permutations.
     tol : float or None
-        Stop when the monitored loss (validation loss if given, else training loss) has
-        not decreased by ``tol`` for ``n_iter_no_change`` epochs; None disables it.
+        Stop when the monitored loss (validation loss if given, else training loss, or
+        objective with ``tol_on_objective``) has not decreased by ``tol`` for
+        ``n_iter_no_change`` epochs; None disables it.
     n_iter_no_change : int
         See ``tol``.
     n_threads : int
@@ -361,6 +362,14 @@ class Trainer:
         weights after every update, counted per sample, from the ``average``-th sample on
         (True: from the first); :meth:`served_weights` (predictions, :meth:`get_trained_onnx`)
         are then the average. With one-row batches it is scikit-learn's average exactly.
+    tol_on_objective : bool
+        Without validation data, let the ``tol`` rule watch the training *objective*
+        instead of the loss: the epoch's loss plus the mean over its rows of the
+        penalty's value at the weights their batch started from,
+        :math:`\\frac1n \\sum_B n_B P(W_B)` (scikit-learn's SGD: the loss plus
+        :math:`\\alpha R(w)` at every sample, ``objective_sum``). Only for a penalty taken
+        as proximal steps (``ElasticLearningPenalty``); a penalty in the loss
+        (``loss_term``) is in it already. ``train_losses_`` stay the losses.
     external_data_dir : str, optional
         The folder the tensors of ``model_onnx`` stored as external data may be read
         from; None (default) refuses such tensors instead of reading them from the
@@ -418,6 +427,7 @@ class Trainer:
         external_data_dir: str | None = None,
         average: bool | int = False,
         weighted_mean: bool = True,
+        tol_on_objective: bool = False,
     ) -> None:
         self.model_onnx = model_onnx
         self.weights_to_train = weights_to_train
@@ -446,6 +456,7 @@ class Trainer:
         self.external_data_dir = external_data_dir
         self.average = average
         self.weighted_mean = weighted_mean
+        self.tol_on_objective = tol_on_objective
 
     def configure(self, **settings: Any) -> Trainer:
         """Set parameters of the constructor by name, as given (the next :meth:`fit` or
@@ -754,12 +765,14 @@ class Trainer:
         progress = TrainingProgress(
             self.verbose, epochs, partial, len(self.train_losses_) + 1, arrays[0].shape[0]
         )
+        objective = self._watches_objective(X_val)
         # Nothing it depends on changes between the epochs of a call.
         program = self._program(weighted, loader, grouped=self._groups_allowed(
-            epochs, X_val, progress))
+            epochs, X_val, progress), norms=objective)
         self.epochs_completed_ = epoch = 0
-        # Losses of epochs already run together (_epoch_group), not yet taken into account.
-        ran: list[float] = []
+        # Losses and penalties of epochs already run together (_epoch_group), not yet
+        # taken into account.
+        ran: list[tuple[float, float]] = []
         # Epochs to run one by one after a group that did not end finite.
         alone = 0
         # Any other exception (a failing learning-rate object...) keeps this reason.
@@ -775,13 +788,14 @@ class Trainer:
                         if group > 1:
                             if interrupt.pending:
                                 raise KeyboardInterrupt
-                            ran = self._epoch_group(group, loader, program)
+                            ran = self._epoch_group(group, loader, program, objective)
                             alone = 0 if ran else group - 1
                     if ran:
-                        loss = ran.pop(0)
+                        loss, penalty = ran.pop(0)
                     else:
                         try:
-                            loss = self._epoch(weighted, loader, interrupt, program)
+                            loss, penalty = self._epoch(weighted, loader, interrupt,
+                                                        program, objective)
                         except _Diverged as diverged:
                             self.set_checkpoint(snapshot)
                             reason = DIVERGED
@@ -799,7 +813,7 @@ class Trainer:
                         # Ctrl-C during the last batch of the epoch (of a group: its epochs
                         # are complete): the epoch is complete.
                         raise KeyboardInterrupt
-                    monitored = loss
+                    monitored = loss + penalty
                     if X_val is not None and (
                         (epoch + 1) % period == 0 or epoch == epochs - 1
                     ):
@@ -832,7 +846,7 @@ class Trainer:
                             if self._reduce_on_plateau():
                                 no_improvement = 0
                                 continue
-                            reason = self._stop_reason(X_val, val_scorer)
+                            reason = self._stop_reason(X_val, val_scorer, objective)
                             return epoch + 1
                 reason = MAX_ITER
             return epoch + 1 if epochs else 0
@@ -841,6 +855,15 @@ class Trainer:
             raise
         finally:
             progress.close(reason, self.epochs_completed_)
+
+    def _watches_objective(self, X_val: Any) -> bool:
+        """Whether the ``tol`` rule of this call watches the objective (see
+        ``tol_on_objective``): then the epochs also sum the penalty at each batch's
+        weights."""
+        penalty = self.learning_penalty_
+        return (bool(self.tol_on_objective) and self.tol is not None and X_val is None
+                and isinstance(penalty, ElasticLearningPenalty)
+                and (penalty.l1 > 0 or penalty.l2 > 0))
 
     def _group_size(self, program: ProgramRun | None, remaining: int, no_improvement: int,
                     X_val: Any, progress: TrainingProgress) -> int:
@@ -865,10 +888,11 @@ class Trainer:
         return (epochs > 1 and X_val is None and progress.silent
                 and (self.tol is None or self.n_iter_no_change > 1))
 
-    def _epoch_group(self, epochs: int, loader: MiniBatchLoader,
-                     program: LinearProgramRun) -> list[float]:
+    def _epoch_group(self, epochs: int, loader: MiniBatchLoader, program: LinearProgramRun,
+                     objective: bool = False) -> list[tuple[float, float]]:
         """Run ``epochs`` epochs in one call of the linear program; return their mean
-        losses, or ``[]`` with nothing changed but the loader.
+        losses and penalties (as :meth:`_epoch`), or ``[]`` with nothing changed but the
+        loader.
 
         Each epoch draws its permutation and is laid out as :meth:`_epoch` lays it out,
         and the call computes each step as that epoch's call would: the same weights,
@@ -898,14 +922,18 @@ class Trainer:
                 loader.random_state.set_state(generator)
             return []
         self._take_steps(program, epochs * program.n_batches, epochs * rows)
+        penalties = (self._step_penalties(program, 0, epochs * program.n_batches,
+                                          loader.rows * epochs).reshape(epochs, -1)
+                     if objective else np.zeros((epochs, 1)))
         means = []
-        for batch_losses, (epoch_shares, divisor) in zip(losses.tolist(), shares,
-                                                         strict=True):
+        for batch_losses, (epoch_shares, divisor), epoch_penalties in zip(
+                losses.tolist(), shares, penalties, strict=True):
             # Summed in the order _epoch sums them.
             total = 0.0
             for loss, share in zip(batch_losses, epoch_shares, strict=True):
                 total += loss * share
-            means.append(_mean(total, divisor))
+            means.append((_mean(total, divisor),
+                           float(epoch_penalties.sum()) / loader.n_rows))
         return means
 
     def _reduce_on_plateau(self) -> bool:
@@ -915,10 +943,11 @@ class Trainer:
         eta = rate.eta(self.t_) * rate.eta_factor(self.lr_state_)
         return rate.reduce_on_plateau(self.lr_state_, eta)
 
-    def _stop_reason(self, X_val: Any, val_scorer: Any) -> str:
+    def _stop_reason(self, X_val: Any, val_scorer: Any, objective: bool) -> str:
         """Why the ``tol`` rule stopped training, for the summary line."""
         if X_val is None:
-            kind, monitored = CONVERGED, "training loss"
+            kind = CONVERGED
+            monitored = "training objective" if objective else "training loss"
         else:
             kind = EARLY_STOPPING
             monitored = "validation loss" if val_scorer is None else "validation score"
@@ -944,9 +973,11 @@ class Trainer:
         loader: MiniBatchLoader,
         interrupt: DeferredInterrupt,
         program: ProgramRun | None,
-    ) -> float:
+        objective: bool = False,
+    ) -> tuple[float, float]:
         """One pass over ``loader`` (with sample weights or not); return the mean
-        (sample-weighted) loss.
+        (sample-weighted) loss and, with ``objective``, the mean over the rows of the
+        penalty at the weights of their batch (0.0 otherwise).
 
         Per batch, Python does one onnxruntime call (loss and gradients into buffers
         allocated once, :class:`~skl_ortgrad.runtime.step.OrtGradientStep`)
@@ -977,6 +1008,9 @@ class Trainer:
         totals, scales = loader.totals, loader.scales
         shares, divisor = _loss_shares(loader)
         total, previous = 0.0, None
+        # The penalty's value at every batch's weights, times its rows (objective).
+        penalized = self._penalized() if objective else []
+        penalty_total = 0.0
         updating = False
         # verbose >= 2: the loss and learning rate of every batch.
         detail = BatchProgress(len(rows), len(self.train_losses_) + 1) if (
@@ -986,7 +1020,7 @@ class Trainer:
 
         def batches(first: int, stop: int) -> None:
             """The per-batch path over batches ``first .. stop - 1``."""
-            nonlocal total, previous, updating
+            nonlocal total, previous, updating, penalty_total
             if first >= stop:
                 return
             loader.fill_features()
@@ -1007,6 +1041,9 @@ class Trainer:
                 if not math.isfinite(loss):
                     last = None if previous is None else _mean(previous, totals[batch - 1])
                     raise _Diverged(batch, loss, eta, last)
+                if penalized:
+                    penalty_total += rows[batch] * self.learning_penalty_.penalty_loss(
+                        penalized)
                 updating = True
                 decay(eta)
                 step(eta)
@@ -1046,6 +1083,9 @@ class Trainer:
                                            strict=True):
                         total += loss * share
                     previous = kept[-1] if kept else previous
+                    if penalized and kept:
+                        penalty_total += float(self._step_penalties(
+                            program, first, len(kept), rows[first:first + len(kept)]).sum())
                     if bad is None:
                         chunk += len(starts)
                         continue
@@ -1069,7 +1109,7 @@ class Trainer:
             # Finite losses but an update that overflowed (the next forward would fail).
             last = _mean(previous, totals[-1])
             raise _Diverged(len(rows) - 1, np.inf, etas[-1], last, what="the weights are")
-        return _mean(total, divisor)
+        return _mean(total, divisor), penalty_total / loader.n_rows
 
     def _rates(self, loader: MiniBatchLoader, epochs: int = 1) -> np.ndarray:
         """The learning rate of every batch of ``epochs`` epochs of ``loader`` from
@@ -1109,6 +1149,13 @@ class Trainer:
             np.copyto(array, saved)
         self.t_ = start.t
 
+    def _step_penalties(self, program: ProgramRun, first: int, count: int,
+                        rows: list[int]) -> np.ndarray:
+        """The elastic penalty at the weights of steps ``first .. first + count - 1``
+        of a program that writes the norms, times each step's ``rows``."""
+        l1, l2, _ = self._penalty_scalars()
+        return program.step_penalties(first, count, l1, l2) * np.asarray(rows)
+
     def _take_steps(self, program: ProgramRun, steps: int, samples: int) -> None:
         """Make a program call's new weights and states the current ones: ``steps``
         batches of ``samples`` rows in all ran."""
@@ -1147,7 +1194,7 @@ class Trainer:
                     for p in penalized]))
 
     def _program(self, weighted: bool, loader: MiniBatchLoader,
-                 grouped: bool = False) -> ProgramRun | None:
+                 grouped: bool = False, norms: bool = False) -> ProgramRun | None:
         """The training program bound to ``loader``, or None where the per-batch path
         must run.
 
@@ -1188,8 +1235,8 @@ class Trainer:
                       if any(w is p for p in penalized))
         elastic = isinstance(penalty, ElasticLearningPenalty)
         key = (weighted, size, _PROGRAM_STEPS, _LINEAR_STEPS, loader.sparse, names,
-               elastic and penalty.l1 > 0, elastic and penalty.l2 > 0, inner.update_key(),
-               self._loss_key(weighted))
+               elastic and penalty.l1 > 0, elastic and penalty.l2 > 0, norms,
+               inner.update_key(), self._loss_key(weighted))
         programs = self.__dict__.setdefault("_programs", {})
         if key not in programs:
             shared = (key, skeleton_digest(self.model_onnx, self.weights_to_train_),
@@ -1220,7 +1267,8 @@ class Trainer:
 
     def _build_program(
         self, weighted: bool, size: int, steps: int, linear_steps: int, sparse: bool,
-        penalized: tuple[str, ...], l1: bool, l2: bool, update: BaseLearningRate,
+        penalized: tuple[str, ...], l1: bool, l2: bool, norms: bool,
+        update: BaseLearningRate,
     ) -> tuple[StepProgram | LinearProgram, InferenceSession] | None:
         """The program of ``steps`` batches of ``size`` rows (the linear program:
         :func:`_linear_steps`, up to ``linear_steps``; its sparse form for ``sparse``
@@ -1247,13 +1295,14 @@ class Trainer:
                     size,
                     dtype=self.weights_[0].dtype, l1=l1, l2=l2,
                     threshold=getattr(self.learning_loss_, "threshold", 1.0), sparse=sparse,
-                    n_outputs=n_outputs,
+                    n_outputs=n_outputs, norms=norms,
                 )
             else:
                 engine = self._engine(weighted)
                 program = generic_program(
                     engine.step_function(size).model, self.weights_to_train_, steps, size,
                     penalized=penalized, l1=l1, l2=l2, loss=LOSS_NAME, update=update,
+                    norms=norms,
                 )
         except ValueError:
             return None

@@ -98,6 +98,28 @@ def test_batch_size_one_is_scikit_learns_per_sample_sgd(ours, theirs, loss, sche
     np.testing.assert_allclose(model.intercept_, reference.intercept_, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize(("ours", "theirs", "params"), [
+    (OnnxSGDClassifier, SGDClassifier, {}),
+    (OnnxSGDRegressor, SGDRegressor, {"alpha": 0.1, "learning_rate": "constant"}),
+    (OnnxSGDRegressor, SGDRegressor, {"alpha": 0.1}),
+    (OnnxSGDRegressor, SGDRegressor, {"alpha": 0.1, "learning_rate": "adaptive"}),
+], ids=["classifier", "regressor constant", "regressor invscaling", "regressor adaptive"])
+def test_tol_watches_the_objective_like_scikit_learn(ours, theirs, params):
+    """scikit-learn's tol rule watches the loss plus alpha * R(w) at every sample's
+    weights: per sample, the same epochs run (the loss alone stops the classifier after 14
+    epochs instead of 81, the regressors one epoch early) and the same weights, the
+    adaptive rate's divisions included."""
+    X, y = _scaled(load_breast_cancer if ours is OnnxSGDClassifier else load_diabetes)
+    X, y = X[:200], y[:200] if ours is OnnxSGDClassifier else (y[:200] - 150) / 80
+    params = {**params, "eta0": 0.01, "shuffle": False, "max_iter": 300}
+    reference = theirs(**params).fit(X, y)
+    model = ours(**params, batch_size=1, dtype=np.float64).fit(X, y)
+    assert model.n_iter_ == reference.n_iter_ > 5
+    assert model.t_ == reference.t_
+    np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(model.intercept_, reference.intercept_, rtol=1e-9, atol=1e-9)
+
+
 def test_sample_and_class_weights_scale_each_samples_step_like_scikit_learn():
     X, y = _scaled(load_breast_cancer)
     X, y = X[:150], y[:150]

@@ -665,6 +665,39 @@ def test_divergence_in_a_chunk_is_reported_at_its_batch(monkeypatch, chunks, lea
     assert model.n_iter_ == 1
 
 
+@pytest.mark.parametrize(("task", "params"), [
+    ("regression", {"alpha": 0.05}), ("binary", {"alpha": 0.05}),
+    ("binary", {"penalty": "l1", "alpha": 0.01}),
+], ids=["regression l2", "binary l2", "binary l1"])
+@pytest.mark.parametrize("path", ["generic", "linear", "sparse linear", "grouped"])
+def test_tol_on_the_objective_stops_where_the_per_batch_path_does(monkeypatch, chunks,
+                                                                  path, task, params):
+    """The SGD estimators' tol rule watches the loss plus the penalty at every batch's
+    weights: the programs write the norms of the weights each step starts from, the
+    per-batch path computes the penalty in numpy; the same epochs, t_ and weights (bit for
+    bit through the generic program, to rounding through the linear ones, which also run
+    several epochs per call when grouped). On these dense data, the loss alone would stop
+    elsewhere."""
+    if path == "generic":
+        _generic_only(monkeypatch)
+    calls = chunks
+    if path == "grouped":
+        monkeypatch.setattr(LinearProgramRun, "GROUP_STEPS", 128)
+        calls = record_calls(monkeypatch, LinearProgramRun, "run_epochs")
+    features = X_SPARSE if path == "sparse linear" else X
+
+    def fit():
+        return ESTIMATORS[task](max_iter=200, random_state=0, **params).fit(features, Y[task])
+
+    model = fit()
+    assert calls and 5 < model.n_iter_ < 200
+    expected = _per_batch(monkeypatch, fit)
+    _assert_same(_state(model), _state(expected), rtol=0.0 if path == "generic" else 1e-5)
+    if features is X:
+        monkeypatch.setattr(ESTIMATORS[task], "_tol_on_objective", False)
+        assert fit().n_iter_ != model.n_iter_
+
+
 @pytest.mark.parametrize("lean", [False, True], ids=["generic", "linear"])
 def test_a_chunk_whose_replay_is_finite_rewinds_then_goes_on(monkeypatch, chunks, lean):
     """The chunks' losses are checked after they all ran: a non-finite one (here a NaN

@@ -157,9 +157,10 @@ def _penalty(l1: float, l2: float):
 
 
 def _reference(loss: str, backend: str, dtype: type, l1: float, l2: float,
-               weighted: bool = False, outputs: int = 1):
+               weighted: bool = False, outputs: int = 1, batches: int | None = None):
     """Weights and batch losses of the per-batch path: one fused call per batch, then the
-    numpy steppers, as ``_epoch`` runs them: the penalty's step, then the gradient's."""
+    numpy steppers, as ``_epoch`` runs them: the penalty's step, then the gradient's
+    (the first ``batches`` only, if given)."""
     _, gradient = _gradient(loss, backend, dtype, weighted, outputs)
     step = OrtGradientStep(
         gradient.static(_per_row(weighted), BATCH),
@@ -175,7 +176,7 @@ def _reference(loss: str, backend: str, dtype: type, l1: float, l2: float,
     losses = []
     cpu = OrtDevice(OrtDevice.cpu(), OrtDevice.default_memory(), 0)
     scales = _scales(loss, dtype, weighted).astype(dtype)
-    for batch, eta in enumerate(_etas().tolist()):
+    for batch, eta in enumerate(_etas().tolist()[:batches]):
         rows = ORDER[batch * BATCH:(batch + 1) * BATCH]
         feeds = {name: data[name][rows] for name in _per_row(weighted)}
         feeds.update(coef=weights[0], intercept=weights[1], loss_grad=scales[batch:batch + 1]
@@ -191,8 +192,9 @@ def _reference(loss: str, backend: str, dtype: type, l1: float, l2: float,
 
 
 def _run_program(program: StepProgram, loss: str, dtype: type, l1: float, l2: float,
-                 unoptimized: bool = False, weighted: bool = False):
-    """Every batch of the epoch, ``program.steps`` per call, the last call with the rest."""
+                 unoptimized: bool = False, weighted: bool = False, norms=None):
+    """Every batch of the epoch, ``program.steps`` per call, the last call with the rest;
+    the programs' per-step norms into ``norms`` (arrays by name)."""
     data = _feeding(loss, dtype)
     session = _session(program.model, unoptimized)
     table = program.scalar_table(_etas(), _scales(loss, dtype, weighted), l1, l2, ROWS)
@@ -202,7 +204,9 @@ def _run_program(program: StepProgram, loss: str, dtype: type, l1: float, l2: fl
         count = min(program.steps, N_BATCHES - first)
         feeds = program.feeds(data, table, weights, first, count)
         new = [np.empty_like(w) for w in weights]
-        fetches = program.fetches(losses[first:first + count], new, count)
+        fetches = program.fetches(
+            losses[first:first + count], new, count,
+            {name: values[first:first + count] for name, values in (norms or {}).items()})
         names = list(fetches)
         for name, value in zip(names, session.run(names, feeds), strict=True):
             fetches[name][...] = value
@@ -226,7 +230,7 @@ def _stored_layout(X: np.ndarray, first: int, count: int) -> tuple[np.ndarray, n
 
 
 def _run_linear(program: LinearProgram, loss: str, dtype: type, l1: float, l2: float,
-                weighted: bool = False, outputs: int = 1):
+                weighted: bool = False, outputs: int = 1, norms=None):
     """The linear program over the epoch, its per-row inputs from their formulas: the
     rows' indices, the target (2y - 1 for the hinge loss) and the step weight
     eta_j sigma_j s_i (negated and times the target for the hinge loss); the batch
@@ -257,7 +261,7 @@ def _run_linear(program: LinearProgram, loss: str, dtype: type, l1: float, l2: f
         else:
             feeds = program.feeds(data["X"], per_row, table, weights, first, count)
         new = [np.empty_like(w) for w in weights]
-        fetches = program.fetches(values, new, first, count)
+        fetches = program.fetches(values, new, first, count, norms)
         names = list(fetches)
         for name, value in zip(names, session.run(names, feeds), strict=True):
             fetches[name][...] = value
@@ -319,6 +323,55 @@ def test_linear_program_with_several_outputs_matches_per_batch_steps(loss, penal
                                  l1=l1 > 0, l2=l2 > 0, n_outputs=3, sparse=sparse)
         got = _run_linear(program, loss, np.float64, l1, l2, weighted=weighted, outputs=3)
         _check(*got, *expected)
+
+
+@pytest.mark.parametrize("penalty", ["l2", "l1", "elastic"])
+@pytest.mark.parametrize(("form", "outputs"), [
+    ("rows", 1), ("rows", 3), ("stored values", 1), ("stored values", 3), ("generic", 1)])
+def test_programs_write_the_norms_of_the_weights_every_step_starts_from(form, outputs,
+                                                                        penalty):
+    """``norms=True``: per step, the squared L2 norm (with L2) and the L1 norm (with L1)
+    of the W it starts from (the scaled sparse form, W = aV: V's norm and a), in float64:
+    with one step per call, numpy's norms of the W fed to each call; with 3 and 8 steps
+    per call, the same values; and the weights and losses of the program without them."""
+    l1, l2 = PENALTIES[penalty]
+    loss = "hinge" if form != "generic" else "squared_error"
+
+    def run(steps, norms):
+        if form == "generic":
+            _, gradient = _gradient(loss, "onnx", np.float64)
+            program = generic_program(gradient.static(["X", "label"], BATCH), WEIGHTS, steps,
+                                      BATCH, penalized=["coef"], l1=l1 > 0, l2=l2 > 0,
+                                      norms=norms)
+            values = {name: np.empty(N_BATCHES) for name in program.norms}
+            result = _run_program(program, loss, np.float64, l1, l2, gradient.unoptimized,
+                                  norms=values)
+        else:
+            program = linear_program(loss, N_FEATURES, steps, BATCH, np.float64, l1=l1 > 0,
+                                     l2=l2 > 0, sparse=form != "rows", n_outputs=outputs,
+                                     norms=norms)
+            values = {name: np.empty(N_BATCHES) for name in program.norms}
+            result = _run_linear(program, loss, np.float64, l1, l2, outputs=outputs,
+                                 norms=values)
+        if "scales" in values:
+            values["squared_norms"] *= np.square(values.pop("scales"))
+        return result, values
+
+    expected = {"squared_norms": [], "l1_norms": []}
+    for first in range(N_BATCHES):
+        # The weights after the first batches: what the step at ``first`` starts from.
+        coef = _reference(loss, "onnx", np.float64, l1, l2, outputs=outputs,
+                          batches=first)[0][0]
+        expected["squared_norms"].append(float(np.square(coef).sum()))
+        expected["l1_norms"].append(float(np.abs(coef).sum()))
+    plain, _ = run(3, False)
+    for steps in (1, 3, 8):
+        result, values = run(steps, True)
+        assert set(values) == {name for name, wanted in
+                               (("squared_norms", l2 > 0), ("l1_norms", l1 > 0)) if wanted}
+        for name, got in values.items():
+            np.testing.assert_allclose(got, expected[name], rtol=1e-10, atol=1e-12)
+        _check(*result, *plain)
 
 
 def test_linear_program_perceptron():
