@@ -191,11 +191,11 @@ def gemm_floor_epoch(X: np.ndarray, rows: int = STEP_ROWS) -> Callable[[], Any]:
     return lambda: session.run(None, feeds)
 
 
-#: task -> (title, loss of the program, nodes per step, scikit-learn's estimator, ours,
-#: rows): the estimators' defaults.
+#: task -> (title, loss of the program, scikit-learn's estimator, ours, rows): the
+#: estimators' defaults.
 STEP_TASKS = {
-    "binary": ("binary hinge", "hinge", 9, SGDClassifier, OnnxSGDClassifier, STEP_N),
-    "regression": ("regression, squared error", "squared_error", 7, SGDRegressor,
+    "binary": ("binary hinge", "hinge", SGDClassifier, OnnxSGDClassifier, STEP_N),
+    "regression": ("regression, squared error", "squared_error", SGDRegressor,
                    OnnxSGDRegressor, N_ROWS),
 }
 
@@ -203,7 +203,9 @@ STEP_TASKS = {
 def step_floor_table(task: str) -> Table:
     """One epoch at batch 32 of ``task`` (:data:`STEP_TASKS`): scikit-learn's, ours, the
     linear program alone, and a Scan of the step's two Gemm alone."""
-    title, loss, nodes, theirs_cls, ours_cls, n_rows = STEP_TASKS[task]
+    title, loss, theirs_cls, ours_cls, n_rows = STEP_TASKS[task]
+    body = linear_program(loss, STEP_FEATURES, 1, STEP_ROWS, l2=True).model.graph.node[0]
+    nodes = len(body.attribute[0].g.node)
     rng = np.random.default_rng(0)
     X = rng.standard_normal((n_rows, STEP_FEATURES), dtype=np.float32)
     score = X @ rng.standard_normal(STEP_FEATURES).astype(np.float32)

@@ -40,7 +40,8 @@ Two programs:
   the loader's permuted buffers), its outputs the new weights and states and the
   :math:`k` batch losses;
 * :func:`linear_program` (:class:`LinearProgram`) writes the step of a linear model
-  :math:`s = W x + b` by hand, in 6 to 8 nodes (plus up to 3 for the penalty), for the
+  :math:`s = W x + b` by hand, in 6 to 8 nodes (plus up to 3 for the penalty, and one
+  per :data:`NORMS` output with ``norms=True``), for the
   squared error, the binary log loss and the hinge loss (the classifiers' default; the
   perceptron is its threshold 0), the last two also one-vs-rest over :math:`K` classes
   (``[b, K]`` scores, the same nodes). It works on
