@@ -453,6 +453,8 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
                 # size) whatever the sizes of a stream of partial_fit calls.
                 batch_size=self._resolved_batch_size(sys.maxsize),
                 tol=None if partial else self.tol,
+                # At every call: an optimizer pickled before the setting existed too.
+                tol_on_objective=self._tol_on_objective,
                 n_iter_no_change=self._patience(),
                 average=self._average(),
                 warm_start=not restart or partial,
@@ -570,7 +572,6 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
             backend=self.backend,
             average=self._average(),
             weighted_mean=self._weighted_mean,
-            tol_on_objective=self._tol_on_objective,
         )
         self.loss_curve_ = []
         self.n_iter_ = 0

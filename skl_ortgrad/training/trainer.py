@@ -1532,6 +1532,7 @@ class Trainer:
         state.setdefault("external_data_dir", None)
         state.setdefault("average", False)
         state.setdefault("weighted_mean", True)
+        state.setdefault("tol_on_objective", False)
         version = state.pop("_skl_ortgrad_version", None)
         state_format = state.pop("_state_format", 1)  # pickles older than the field: 1
         current = _version.__version__

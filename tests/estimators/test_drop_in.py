@@ -120,6 +120,27 @@ def test_tol_watches_the_objective_like_scikit_learn(ours, theirs, params):
     np.testing.assert_allclose(model.intercept_, reference.intercept_, rtol=1e-9, atol=1e-9)
 
 
+def test_a_model_pickled_before_the_objective_rule_watches_it_when_refitted():
+    """An optimizer pickled before ``tol_on_objective`` existed loads with the loss rule
+    (the seed API's); a warm-started fit of its SGD estimator then watches the objective,
+    as the same model pickled now does: the same epochs and weights."""
+    X, y = _scaled(load_breast_cancer)
+    X, y = X[:200], y[:200]
+    model = OnnxSGDClassifier(eta0=0.01, shuffle=False, max_iter=300, warm_start=True,
+                              batch_size=1, dtype=np.float64).fit(X, y)
+    current = pickle.loads(pickle.dumps(model))
+    state = model.optimizer_.__getstate__()
+    del state["tol_on_objective"]
+    model.optimizer_.__setstate__(state)
+    assert model.optimizer_.tol_on_objective is False
+    old = pickle.loads(pickle.dumps(model))
+    old.fit(X, y)
+    current.fit(X, y)
+    assert old.optimizer_.tol_on_objective is True
+    assert old.n_iter_ == current.n_iter_
+    np.testing.assert_array_equal(old.coef_, current.coef_)
+
+
 def test_sample_and_class_weights_scale_each_samples_step_like_scikit_learn():
     X, y = _scaled(load_breast_cancer)
     X, y = X[:150], y[:150]
