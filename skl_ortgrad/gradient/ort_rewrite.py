@@ -41,6 +41,7 @@ from onnxruntime.capi.onnxruntime_pybind11_state import (
     RuntimeException,
 )
 
+from skl_ortgrad.gradient.rules.activation import POSITIVE_MASK_SCALES, POSITIVE_MASK_SLOPE
 from skl_ortgrad.graph.dtypes import numpy_dtype
 from skl_ortgrad.graph.model import graph_names, rebuild_model, unique_name
 from skl_ortgrad.graph.opset import main_opset
@@ -65,12 +66,16 @@ class _Context:
         self.taken = graph_names(graph)
         self.initializers: list[TensorProto] = []
         self.ranks: dict[str, int] = {}
+        self.types: dict[str, int] = {}
         for info in (*graph.input, *graph.output, *graph.value_info):
             tensor = info.type.tensor_type
             if tensor.HasField("shape"):
                 self.ranks[info.name] = len(tensor.shape.dim)
+            if tensor.elem_type:
+                self.types[info.name] = tensor.elem_type
         for init in graph.initializer:
             self.ranks[init.name] = len(init.dims)
+            self.types[init.name] = init.data_type
 
     def rank(self, name: str) -> int | None:
         """Rank of result ``name`` if the graph says it, else None.
@@ -162,19 +167,31 @@ def _fused_matmul(node: NodeProto, ctx: _Context) -> list[NodeProto]:
 
 
 def _relu_grad(node: NodeProto, ctx: _Context) -> list[NodeProto]:
-    """``ReluGrad(dY, X) = dY if X > 0 else 0``.
-
-    ``Sign(Relu(X))`` is 1 where X > 0 and 0 elsewhere, in the type of X: no constant
-    of a given element type and no Cast are needed.
-    """
+    """``ReluGrad(dY, X) = dY if X > 0 else 0``: ``dY`` times the mask ``[X > 0]`` of the
+    ``onnx`` backend's ``Relu`` rule (:func:`~skl_ortgrad.gradient.rules.activation.
+    positive_mask`: a ``HardSigmoid`` of ``X`` scaled far up, in float32);
+    ``Sign(Relu(X))`` where the graph says neither X's type nor its rank."""
     d_y, x = node.input[0], node.input[1]
     base = _base(node)
-    relu, mask = ctx.name(f"{base}/relu"), ctx.name(f"{base}/mask")
-    return [
-        helper.make_node("Relu", [x], [relu], name=ctx.name(f"{base}/Relu")),
-        helper.make_node("Sign", [relu], [mask], name=ctx.name(f"{base}/Sign")),
-        helper.make_node("Mul", [d_y, mask], [node.output[0]], name=ctx.name(f"{base}/Mul")),
-    ]
+    mask = ctx.name(f"{base}/mask")
+    elem = ctx.types.get(x) or ctx.types.get(d_y)
+    rank = ctx.rank(x) or ctx.rank(d_y)
+    scale = POSITIVE_MASK_SCALES.get(elem) if rank else None
+    if scale is None:
+        relu = ctx.name(f"{base}/relu")
+        masking = [helper.make_node("Relu", [x], [relu], name=ctx.name(f"{base}/Relu")),
+                   helper.make_node("Sign", [relu], [mask], name=ctx.name(f"{base}/Sign"))]
+    else:
+        scaled = ctx.name(f"{base}/scaled")
+        # Rank-matched: a 0-d constant takes onnxruntime's slow broadcasting path.
+        factor = ctx.constant(f"{base}/scale",
+                              np.full([1] * rank, scale, dtype=numpy_dtype(elem)))
+        masking = [
+            helper.make_node("Mul", [x, factor], [scaled], name=ctx.name(f"{base}/Mul")),
+            helper.make_node("HardSigmoid", [scaled], [mask], name=ctx.name(f"{base}/Mask"),
+                             alpha=POSITIVE_MASK_SLOPE, beta=0.0)]
+    return [*masking, helper.make_node("Mul", [d_y, mask], [node.output[0]],
+                                       name=ctx.name(f"{base}/Mul"))]
 
 
 def _softmax_grad_13(node: NodeProto, ctx: _Context) -> list[NodeProto]:

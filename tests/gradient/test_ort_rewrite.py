@@ -259,13 +259,18 @@ def test_selected_rewrites_only(rng):
     )
     model = make_model(graph, domains=[(MS_DOMAIN, 1)])
     rewritten = rewrite_gradient_graph(model, FAST_REWRITES)
-    assert [n.op_type for n in rewritten.graph.node] == ["Relu", "Sign", "Mul", "FusedMatMul"]
+    # The mask [X > 0]: X scaled by 2^127, then a HardSigmoid of slope 2^127.
+    assert [n.op_type for n in rewritten.graph.node] == ["Mul", "HardSigmoid", "Mul",
+                                                         "FusedMatMul"]
     assert not needs_gradient_rewrite(rewritten, FAST_REWRITES)
     assert needs_gradient_rewrite(rewritten)
     feeds = {"dY": rng.randn(40, 30), "X": rng.randn(40, 30), "A": rng.randn(40, 3),
              "B": rng.randn(3, 5)}
     feeds = {k: v.astype(np.float32) for k, v in feeds.items()}
     feeds["X"][0, :4] = 0
+    # -0, subnormals of both signs, the smallest normal, infinities: the kernel's mask.
+    feeds["X"][1, :10] = [-0.0, 1e-45, -1e-45, 1e-40, 1.1754942e-38, 2.0**-127, 3e38,
+                          np.inf, -np.inf, -3e38]
     options = SessionOptions()  # optimizations on, as float32 training runs
     got = InferenceSession(rewritten.SerializeToString(), options).run(None, feeds)
     expected = _run(model, feeds)

@@ -120,6 +120,27 @@ def test_max_min_ties_go_to_the_first_operand(op):
     assert taken.all()
 
 
+@pytest.mark.parametrize("op", ["Relu", "LeakyRelu"])
+def test_relu_mask_is_exact_in_float32(op):
+    """float32 masks [x > 0] with one HardSigmoid of x scaled by 2^127 (slope 2^127): 0 at
+    0, -0 and below, 1 from the smallest subnormal up to infinity, the output gradient
+    passed unchanged (Relu) or times alpha (LeakyRelu)."""
+    special = np.float32([0.0, -0.0, 1e-45, -1e-45, 1e-40, 1.1754942e-38, 1e-30, 2.0**-127,
+                          1.0, 3e38, np.inf, -np.inf, -3e38, -1.0])
+    x = np.concatenate([special, np.random.default_rng(0).standard_normal(18)
+                        .astype(np.float32)]).reshape(4, 8)
+    case = make_case(f"{op}-mask", [make_node(op, ["X"], ["Y"], alpha=0.25)
+                                    if op == "LeakyRelu" else make_node(op, ["X"], ["Y"])],
+                     {"X": x}, {"Y": TensorProto.FLOAT})
+    fused, _ = differentiate(case.model, [], ["X"])
+    assert "HardSigmoid" in {node.op_type for node in fused.graph.node}
+    upstream = {"Y": np.random.default_rng(1).standard_normal(x.shape).astype(np.float32)}
+    gradient = run_fused(fused, case, upstream)["X_grad"]
+    expected = np.where(x > 0, upstream["Y"],
+                        np.float32(0.25) * upstream["Y"] if op == "LeakyRelu" else 0)
+    np.testing.assert_array_equal(gradient, expected.astype(np.float32))
+
+
 def test_no_gradient_ops_give_zero():
     # Sign and Floor feed outputs: their gradient is zero (not an error).
     x = distinct(2, 3, offset=0.03)
