@@ -156,16 +156,9 @@ class ProgramRun:
         r"""The elastic penalty :math:`l_1 \lVert W \rVert_1 + \frac{l_2}{2}
         \lVert W \rVert_2^2` at the weights batches ``first .. first + count - 1``
         started from, once they ran (from the program's per-step norms), in float64."""
-        steps = slice(first, first + count)
-        penalty = np.zeros(count)
-        if "squared_norms" in self._norms:
-            squares = self._norms["squared_norms"][steps].astype(np.float64)
-            if "scales" in self._norms:
-                squares *= np.square(self._norms["scales"][steps].astype(np.float64))
-            penalty += 0.5 * l2 * squares
-        if "l1_norms" in self._norms:
-            penalty += l1 * self._norms["l1_norms"][steps]
-        return penalty
+        return self.program.penalties(
+            {name: norms[first:first + count] for name, norms in self._norms.items()},
+            l1, l2, count)
 
 
 class LinearProgramRun(ProgramRun):

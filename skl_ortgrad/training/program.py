@@ -150,11 +150,29 @@ def scalar_table(
             for name, kind, shape in scalars}
 
 
-class _ScalarInputs:
-    """What both programs share: their per-step scalar inputs (``scalars``, ``dtype``)."""
+class _PerStep:
+    """What both programs share: their per-step scalar inputs (``scalars``, ``dtype``)
+    and norm outputs (``norms``)."""
 
     scalars: list[tuple[str, str, tuple[int, ...]]]
     dtype: np.dtype
+    norms: tuple[str, ...]
+
+    def penalties(self, norms: dict[str, np.ndarray], l1: float, l2: float,
+                  count: int) -> np.ndarray:
+        r"""The elastic penalty :math:`l_1 \lVert W \rVert_1 + \frac{l_2}{2}
+        \lVert W \rVert_2^2` at the weights each of ``count`` steps started from, in
+        float64, from those steps' :attr:`norms` outputs (by name; the scaled sparse
+        form's squared norms are :math:`V`'s, times its scale :math:`a` squared)."""
+        penalty = np.zeros(count)
+        if NORMS[0] in norms:
+            squares = norms[NORMS[0]].astype(np.float64)
+            if _SCALES in norms:
+                squares *= np.square(norms[_SCALES].astype(np.float64))
+            penalty += 0.5 * l2 * squares
+        if NORMS[1] in norms:
+            penalty += l1 * norms[NORMS[1]]
+        return penalty
 
     def scalar_table(self, etas: np.ndarray, scales: np.ndarray, l1: float = 0.0,
                      l2: float = 0.0, rows: int = 1,
@@ -187,7 +205,7 @@ class _Template:
 
 
 @dataclass
-class StepProgram(_ScalarInputs):
+class StepProgram(_PerStep):
     """The generic program (:func:`generic_program`) and how to feed it.
 
     Attributes
@@ -271,7 +289,7 @@ class StepProgram(_ScalarInputs):
 
 
 @dataclass
-class LinearProgram(_ScalarInputs):
+class LinearProgram(_PerStep):
     r"""The linear program (:func:`linear_program`) and how to feed it.
 
     Per epoch, the caller computes the per-row inputs (arrays of ``n_batches *
