@@ -40,7 +40,7 @@ from threadpoolctl import threadpool_limits
 from skl_ortgrad import LearningRateSGD, OnnxSGDClassifier, OnnxSGDRegressor
 from skl_ortgrad.runtime.options import session_options
 from skl_ortgrad.runtime.program_run import LinearProgramRun
-from skl_ortgrad.training.program import linear_program
+from skl_ortgrad.training.programs import linear_program
 
 STEP_ROWS, STEP_FEATURES, STEP_N = 32, 100, 50_000
 

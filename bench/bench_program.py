@@ -1,4 +1,4 @@
-"""The training program (skl_ortgrad.training.program) in the estimators, at their
+"""The training program (skl_ortgrad.training.programs) in the estimators, at their
 defaults, against scikit-learn and against the per-batch path.
 
 Per task (100k x 100 float32: regression, binary and 10-class classification, with the

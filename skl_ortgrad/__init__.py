@@ -13,8 +13,14 @@ from skl_ortgrad.estimators import (
 )
 from skl_ortgrad.estimators.persistence import load, save
 from skl_ortgrad.exceptions import ConvergenceError, PickleVersionWarning
-from skl_ortgrad.training.loss_penalty import L2LossPenalty
-from skl_ortgrad.training.sgd_learning_loss import (
+from skl_ortgrad.optim import (
+    BaseLearningRate,
+    LearningRateAdam,
+    LearningRateSGD,
+    LearningRateSGDNesterov,
+)
+from skl_ortgrad.optim.loss_penalty import L2LossPenalty
+from skl_ortgrad.optim.losses import (
     AbsoluteLearningLoss,
     BaseLearningLoss,
     ElasticLearningLoss,
@@ -28,16 +34,10 @@ from skl_ortgrad.training.sgd_learning_loss import (
     SquaredHingeLearningLoss,
     SquareLearningLoss,
 )
-from skl_ortgrad.training.sgd_learning_penalty import (
+from skl_ortgrad.optim.penalties import (
     BaseLearningPenalty,
     ElasticLearningPenalty,
     NoLearningPenalty,
-)
-from skl_ortgrad.training.sgd_learning_rate import (
-    BaseLearningRate,
-    LearningRateAdam,
-    LearningRateSGD,
-    LearningRateSGDNesterov,
 )
 
 __all__ = [

@@ -39,13 +39,13 @@ from skl_ortgrad.estimators.conversion import convert_model
 from skl_ortgrad.graph.ml_rewrites import rewrite_no_gradient_ops
 from skl_ortgrad.graph.model import TARGET_OPSET
 from skl_ortgrad.graph.weights import get_train_initializer
-from skl_ortgrad.training.sgd_learning_loss import (
+from skl_ortgrad.optim import BaseLearningRate, LearningRateSGD
+from skl_ortgrad.optim.losses import (
     BaseLearningLoss,
     NegLogLearningLoss,
     SquareLearningLoss,
 )
-from skl_ortgrad.training.sgd_learning_penalty import BaseLearningPenalty
-from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate, LearningRateSGD
+from skl_ortgrad.optim.penalties import BaseLearningPenalty
 
 _LINEAR_OPS = {"LinearRegressor", "LinearClassifier"}
 

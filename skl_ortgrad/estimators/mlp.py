@@ -27,26 +27,26 @@ from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, numeric_tar
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
 from skl_ortgrad.estimators.conversion import convert_model
 from skl_ortgrad.graph.weights import get_train_initializer
-from skl_ortgrad.runtime.random_state import check_random_state
-from skl_ortgrad.training.lbfgs import fit_lbfgs
-from skl_ortgrad.training.loss_penalty import L2LossPenalty
-from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
-from skl_ortgrad.training.sgd_learning_loss import (
-    BaseLearningLoss,
-    NegLogLearningLoss,
-    PoissonLearningLoss,
-    SquareLearningLoss,
-)
-from skl_ortgrad.training.sgd_learning_penalty import (
-    ElasticLearningPenalty,
-    NoLearningPenalty,
-)
-from skl_ortgrad.training.sgd_learning_rate import (
+from skl_ortgrad.optim import (
     BaseLearningRate,
     LearningRateAdam,
     LearningRateSGD,
     LearningRateSGDNesterov,
 )
+from skl_ortgrad.optim.loss_penalty import L2LossPenalty
+from skl_ortgrad.optim.losses import (
+    BaseLearningLoss,
+    NegLogLearningLoss,
+    PoissonLearningLoss,
+    SquareLearningLoss,
+)
+from skl_ortgrad.optim.penalties import (
+    ElasticLearningPenalty,
+    NoLearningPenalty,
+)
+from skl_ortgrad.optim.scaled import ScaledLearningRate
+from skl_ortgrad.runtime.random_state import check_random_state
+from skl_ortgrad.training.lbfgs import fit_lbfgs
 
 
 def _reshape_output(onx: Any, n_outputs: int) -> None:

@@ -32,9 +32,9 @@ from skl_ortgrad.estimators.sgd_parameters import (
     sgd_loss,
     sgd_penalty,
 )
-from skl_ortgrad.training.sgd_learning_loss import BaseLearningLoss
-from skl_ortgrad.training.sgd_learning_penalty import BaseLearningPenalty
-from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate
+from skl_ortgrad.optim import BaseLearningRate
+from skl_ortgrad.optim.losses import BaseLearningLoss
+from skl_ortgrad.optim.penalties import BaseLearningPenalty
 
 _LINEAR_WEIGHTS = ["coef", "intercept"]
 

@@ -14,7 +14,7 @@ the step :math:`\eta_t` of ``learning_rate``. The tables below give the same los
 :math:`l_2 = \alpha(1 - \rho)`) and the same schedule, for mini-batches of :math:`b` rows:
 a step along the batch's mean gradient of :math:`b\, \eta_t` moves the weights about as
 far as :math:`b` per-sample steps
-(:class:`~skl_ortgrad.training.scaled_learning_rate.ScaledLearningRate`), and the penalty
+(:class:`~skl_ortgrad.optim.scaled.ScaledLearningRate`), and the penalty
 compounds its :math:`b` decays. With ``batch_size=1`` both are exactly scikit-learn's.
 
 A mean-gradient step beyond :math:`1 / L` oscillates or diverges where per-sample steps
@@ -32,14 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
-from skl_ortgrad.training.sgd_learning_loss import BaseLearningLoss, NegLogLearningLoss
-from skl_ortgrad.training.sgd_learning_penalty import (
+from skl_ortgrad.optim import BaseLearningRate, LearningRateSGD
+from skl_ortgrad.optim.losses import BaseLearningLoss, NegLogLearningLoss
+from skl_ortgrad.optim.penalties import (
     BaseLearningPenalty,
     ElasticLearningPenalty,
     NoLearningPenalty,
 )
-from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate, LearningRateSGD
+from skl_ortgrad.optim.scaled import ScaledLearningRate
 
 REGRESSION_LOSSES = ("squared_error", "huber", "epsilon_insensitive",
                      "squared_epsilon_insensitive")

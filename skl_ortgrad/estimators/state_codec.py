@@ -45,8 +45,8 @@ from sklearn.linear_model import (
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.preprocessing import LabelBinarizer
 
+from skl_ortgrad.optim.base import BaseLearningObject
 from skl_ortgrad.runtime.random_state import blank_random_state
-from skl_ortgrad.training.base_learning import BaseLearningObject
 
 #: The scikit-learn models an estimator may wrap (``OnnxGradient*``) and still be saved:
 #: their fitted attributes are public arrays and numbers.

@@ -17,7 +17,7 @@ def linear_features(model: ModelProto, weights: Sequence[str],
     by a ``Reshape`` to ``[-1, 1]`` (skl2onnx's regressor with ``black_op``; a no-op on
     an ``[n, 1]`` score), one input, one output, :math:`W` of shape ``[n_features, K]``
     and :math:`b` of :math:`K` elements, both initializers; ``single_output`` requires
-    :math:`K = 1` (what :func:`~skl_ortgrad.training.program.linear_program` trains).
+    :math:`K = 1` (what :func:`~skl_ortgrad.training.programs.linear_program` trains).
     Recognised by structure, not by the estimator that converted it.
     """
     graph = model.graph

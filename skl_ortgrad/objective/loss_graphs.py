@@ -444,3 +444,36 @@ def build_loss_graph(
         g.initializers,
     )
     return make_model(graph, opset=opset)
+
+
+def loss_arrays(
+    label: np.ndarray, prediction: np.ndarray, weight: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``(label, prediction, weight)`` for a loss graph of ``prediction``'s dtype, checked:
+    ``prediction`` a float32 or float64 array of 1 or 2 dimensions, ``label`` of its shape
+    (cast to its dtype), ``weight`` one value per row (or None), cast too.
+
+    Raises
+    ------
+    TypeError
+        For a prediction of another dtype.
+    ValueError
+        For shapes that do not match.
+    """
+    prediction = np.asarray(prediction)
+    if prediction.dtype not in (np.float32, np.float64):
+        raise TypeError(f"prediction must be float32 or float64, got {prediction.dtype}.")
+    if prediction.ndim not in (1, 2):
+        raise ValueError(f"prediction must be 1-D or 2-D, got shape {prediction.shape}.")
+    label = np.asarray(label, dtype=prediction.dtype)
+    if label.shape != prediction.shape:
+        raise ValueError(
+            f"label has shape {label.shape}, prediction {prediction.shape}: they must match."
+        )
+    if weight is not None:
+        weight = np.asarray(weight, dtype=prediction.dtype)
+        if weight.shape != (len(prediction),):
+            raise ValueError(
+                f"weight must have shape ({len(prediction)},), got {weight.shape}."
+            )
+    return label, prediction, weight

@@ -1,4 +1,4 @@
-r"""Training programs (:mod:`skl_ortgrad.training.program`) bound to a mini-batch loader.
+r"""Training programs (:mod:`skl_ortgrad.training.programs`) bound to a mini-batch loader.
 
 The programs belong to the training layer; this one only binds them, through their
 documented attributes and methods. A binding creates, once, the OrtValues of every call
@@ -23,13 +23,13 @@ from skl_ortgrad.runtime.sessions import io_names
 
 
 class ProgramRun:
-    r"""The generic program (:class:`~skl_ortgrad.training.program.StepProgram`) over a
+    r"""The generic program (:class:`~skl_ortgrad.training.programs.StepProgram`) over a
     loader's permuted buffers: the loader's full batches (all but a shorter last one),
     in chunks of up to ``program.steps`` batches per call.
 
     Parameters
     ----------
-    program : skl_ortgrad.training.program.StepProgram
+    program : skl_ortgrad.training.programs.StepProgram
     session : InferenceSession
         Its session.
     loader : MiniBatchLoader
@@ -162,7 +162,7 @@ class ProgramRun:
 
 
 class LinearProgramRun(ProgramRun):
-    r"""The linear program (:class:`~skl_ortgrad.training.program.LinearProgram`) over a
+    r"""The linear program (:class:`~skl_ortgrad.training.programs.LinearProgram`) over a
     loader: every batch of the epoch, the shorter last one padded with rows of step
     weight 0 and loss weight 0.
 
@@ -209,7 +209,7 @@ class LinearProgramRun(ProgramRun):
     def _start_rows(self, program: Any, session: InferenceSession, loader: MiniBatchLoader,
                     weights: list[np.ndarray], epochs: int = 1) -> None:
         """:meth:`_start` over every batch of the epoch, and the per-row buffers of the
-        program's :attr:`~skl_ortgrad.training.program.LinearProgram.per_row` inputs, the
+        program's :attr:`~skl_ortgrad.training.programs.LinearProgram.per_row` inputs, the
         loss weights and the values, for ``epochs`` epochs one after the other. Padding
         rows: index 0, target 0, step weight 0, loss weight 0."""
         self._start(program, session, weights, len(loader.rows), epochs)
@@ -292,7 +292,7 @@ class LinearProgramRun(ProgramRun):
 
 class SparseLinearProgramRun(LinearProgramRun):
     r"""The sparse linear program
-    (:class:`~skl_ortgrad.training.program.SparseLinearProgram`) over a loader of sparse
+    (:class:`~skl_ortgrad.training.programs.SparseLinearProgram`) over a loader of sparse
     features: the per-row inputs as :class:`LinearProgramRun`'s, and per call the stored
     values of its batches (:attr:`MiniBatchLoader.sparse_rows`), laid out
     ``[count, width, b]`` with ``width`` the most values any of its rows stores. Their

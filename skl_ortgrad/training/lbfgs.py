@@ -8,7 +8,7 @@ The objective is the weighted mean loss over all the rows plus the penalty,
 
 whose value and gradient come from one onnxruntime call of the optimizer's training step
 on the whole data (:math:`\nabla P` from the penalty object,
-:meth:`~skl_ortgrad.training.sgd_learning_penalty.BaseLearningPenalty.gradient`).
+:meth:`~skl_ortgrad.optim.penalties.BaseLearningPenalty.gradient`).
 ``scipy.optimize.minimize(method='L-BFGS-B')`` drives it in float64 with scikit-learn's
 options: ``maxiter``, ``maxfun`` and ``gtol``.
 """

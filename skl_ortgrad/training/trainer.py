@@ -32,7 +32,7 @@ Where it computes exactly the same thing (plain SGD, no penalty or the elastic o
 the CPU, see :meth:`Trainer._program`), the batches run
 ``_PROGRAM_STEPS`` per onnxruntime call (the linear program up to ``_LINEAR_STEPS``,
 :func:`_linear_steps`), the updates inside the graph
-(:mod:`skl_ortgrad.training.program`): one call costs a fixed 5-9 µs, more than a
+(:mod:`skl_ortgrad.training.programs`): one call costs a fixed 5-9 µs, more than a
 linear model's step at batch 32.
 
 Failures lose nothing. A non-finite batch loss (or non-finite weights at the end of an
@@ -75,6 +75,24 @@ from skl_ortgrad.graph.opset import main_opset
 from skl_ortgrad.graph.shapes import typed_output
 from skl_ortgrad.graph.weights import get_train_initializer, skeleton_digest
 from skl_ortgrad.objective.merge import merge_loss_graph
+from skl_ortgrad.optim import (
+    BaseLearningRate,
+    LearningRateAdam,
+    LearningRateSGD,
+    LearningRateSGDNesterov,
+)
+from skl_ortgrad.optim.losses import (
+    BaseLearningLoss,
+    HingeLearningLoss,
+    NegLogLearningLoss,
+    SquareLearningLoss,
+)
+from skl_ortgrad.optim.penalties import (
+    BaseLearningPenalty,
+    ElasticLearningPenalty,
+    NoLearningPenalty,
+)
+from skl_ortgrad.optim.scaled import ScaledLearningRate
 from skl_ortgrad.runtime.batches import MiniBatchLoader
 from skl_ortgrad.runtime.buffers import packed_copies
 from skl_ortgrad.runtime.devices import device_providers, log_severity, ort_device, parse_device
@@ -88,7 +106,7 @@ from skl_ortgrad.runtime.random_state import check_random_state
 from skl_ortgrad.runtime.sessions import cached_session
 from skl_ortgrad.runtime.step import OrtGradientStep
 from skl_ortgrad.training.interrupt import DeferredInterrupt
-from skl_ortgrad.training.program import (
+from skl_ortgrad.training.programs import (
     LinearProgram,
     SparseLinearProgram,
     StepProgram,
@@ -103,24 +121,6 @@ from skl_ortgrad.training.progress import (
     MAX_ITER,
     BatchProgress,
     TrainingProgress,
-)
-from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
-from skl_ortgrad.training.sgd_learning_loss import (
-    BaseLearningLoss,
-    HingeLearningLoss,
-    NegLogLearningLoss,
-    SquareLearningLoss,
-)
-from skl_ortgrad.training.sgd_learning_penalty import (
-    BaseLearningPenalty,
-    ElasticLearningPenalty,
-    NoLearningPenalty,
-)
-from skl_ortgrad.training.sgd_learning_rate import (
-    BaseLearningRate,
-    LearningRateAdam,
-    LearningRateSGD,
-    LearningRateSGDNesterov,
 )
 
 LABEL_NAME = "label"
@@ -1276,11 +1276,11 @@ class Trainer:
         for a gradient graph the program cannot hold (control flow), and for sparse
         features out of the linear program's reach.
 
-        The hand-written linear step (:func:`~skl_ortgrad.training.program.linear_program`,
+        The hand-written linear step (:func:`~skl_ortgrad.training.programs.linear_program`,
         6 to 11 nodes instead of the gradient graph's 30-odd; equal to rounding in float32,
         not bit for bit) where it computes the same function (:meth:`_lean_loss`), else
         the engine's static gradient graph plus the updates
-        (:func:`~skl_ortgrad.training.program.generic_program`).
+        (:func:`~skl_ortgrad.training.programs.generic_program`).
         """
         # The linear program writes plain SGD's update itself.
         lean = (self._lean_loss(penalized, l1 or l2)
@@ -1314,7 +1314,7 @@ class Trainer:
                                        device_providers(self.device))
 
     def _lean_loss(self, penalized: tuple[str, ...], penalty: bool) -> str | None:
-        r"""The :func:`~skl_ortgrad.training.program.linear_program` loss computing what
+        r"""The :func:`~skl_ortgrad.training.programs.linear_program` loss computing what
         the engine's gradient graph computes, or None.
 
         Its model must be the linear score :math:`s = XW + b` with the trained weights

@@ -3,13 +3,9 @@
 import numpy as np
 import pytest
 
+from skl_ortgrad.optim import LearningRateAdam, LearningRateSGD, LearningRateSGDNesterov
+from skl_ortgrad.optim.rate import segments
 from skl_ortgrad.runtime.buffers import contiguous_span, packed_copies, packed_zeros
-from skl_ortgrad.training.sgd_learning_rate import (
-    LearningRateAdam,
-    LearningRateSGD,
-    LearningRateSGDNesterov,
-    _segments,
-)
 
 
 def test_packed_arrays_share_one_span():
@@ -52,7 +48,7 @@ def test_updates_are_the_same_packed_or_not(rate):
         state = rate.init_state(weights)
         if not packed:
             state = [s.copy() for s in state]
-        assert len(_segments(weights, gradients)) == (1 if packed else len(shapes))
+        assert len(segments(weights, gradients)) == (1 if packed else len(shapes))
         step = rate.stepper(weights, gradients, state)
         draws = np.random.default_rng(1)
         for _ in range(3):

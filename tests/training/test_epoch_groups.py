@@ -16,9 +16,9 @@ import scipy.sparse as sp
 from _calls import called_with, record_calls
 
 from skl_ortgrad import ConvergenceError, OnnxSGDClassifier, OnnxSGDRegressor
+from skl_ortgrad.optim.scaled import ScaledLearningRate
 from skl_ortgrad.runtime.program_run import LinearProgramRun
 from skl_ortgrad.training import trainer
-from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
 from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
 
 #: 200 rows at batch 32: 7 batches an epoch (the last of 8 rows), 18 epochs per call.

@@ -34,6 +34,7 @@ from skl_ortgrad import (
     OnnxSGDRegressor,
     SquareLearningLoss,
 )
+from skl_ortgrad.optim.scaled import ScaledLearningRate
 from skl_ortgrad.runtime.program_run import (
     LinearProgramRun,
     ProgramRun,
@@ -42,7 +43,6 @@ from skl_ortgrad.runtime.program_run import (
 from skl_ortgrad.runtime.step import OrtGradientStep
 from skl_ortgrad.training import trainer
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
-from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
 from skl_ortgrad.training.trainer import Trainer
 
 #: 1000 rows at batch 32: 31 full batches (chunks of 8, 8, 8, 7) and one of 8 rows.

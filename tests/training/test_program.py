@@ -26,7 +26,7 @@ from skl_ortgrad.objective.merge import merge_loss_graph
 from skl_ortgrad.runtime.options import session_options, unoptimized_session_options
 from skl_ortgrad.runtime.step import OrtGradientStep
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
-from skl_ortgrad.training.program import (
+from skl_ortgrad.training.programs import (
     LinearProgram,
     SparseLinearProgram,
     StepProgram,

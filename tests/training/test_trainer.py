@@ -140,7 +140,7 @@ def test_a_rate_held_per_epoch():
     from skl2onnx import to_onnx
     from sklearn.linear_model import LinearRegression
 
-    from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
+    from skl_ortgrad.optim.scaled import ScaledLearningRate
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((40, 3))

@@ -9,8 +9,8 @@ from sklearn.base import clone
 from sklearn.linear_model import LinearRegression
 
 from skl_ortgrad import LearningRateSGD, SquareLearningLoss
-from skl_ortgrad.training.loss_penalty import L2LossPenalty
-from skl_ortgrad.training.sgd_learning_penalty import ElasticLearningPenalty, NoLearningPenalty
+from skl_ortgrad.optim.loss_penalty import L2LossPenalty
+from skl_ortgrad.optim.penalties import ElasticLearningPenalty, NoLearningPenalty
 from skl_ortgrad.training.trainer import Trainer
 
 

@@ -14,8 +14,8 @@ from sklearn.neural_network._stochastic_optimizers import AdamOptimizer
 from sklearn.preprocessing import StandardScaler
 
 from skl_ortgrad import LearningRateAdam, OnnxSGDRegressor
+from skl_ortgrad.optim import BaseLearningRate
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
-from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate
 
 SHAPES = [(3, 2), (2,), (1,), (4, 1)]
 PARAMS = {"eta0": 0.01, "beta1": 0.8, "beta2": 0.99, "epsilon": 1e-7}

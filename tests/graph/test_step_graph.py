@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from onnx import numpy_helper
 
-from skl_ortgrad.training.step_graph import StepGraph
+from skl_ortgrad.graph.step_graph import StepGraph
 
 
 def test_names_never_clash_with_the_graph_or_each_other():

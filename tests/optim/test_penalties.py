@@ -8,7 +8,7 @@ from onnxruntime import InferenceSession
 from sklearn.base import BaseEstimator, clone
 from sklearn.linear_model import SGDRegressor
 
-from skl_ortgrad.training.sgd_learning_penalty import (
+from skl_ortgrad.optim.penalties import (
     BaseLearningPenalty,
     ElasticLearningPenalty,
     NoLearningPenalty,

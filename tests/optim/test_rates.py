@@ -13,13 +13,13 @@ from sklearn.linear_model import SGDRegressor
 from sklearn.model_selection import GridSearchCV
 from sklearn.neural_network._stochastic_optimizers import SGDOptimizer
 
-from skl_ortgrad.training.base_learning import BaseLearningObject
-from skl_ortgrad.training.sgd_learning_rate import (
+from skl_ortgrad.optim import (
     BaseLearningRate,
     LearningRateAdam,
     LearningRateSGD,
     LearningRateSGDNesterov,
 )
+from skl_ortgrad.optim.base import BaseLearningObject
 
 STEPS = np.arange(1, 1001)
 

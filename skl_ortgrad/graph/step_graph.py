@@ -1,10 +1,10 @@
 r"""The graph a training step is written into, node by node.
 
-Both the training programs (:mod:`skl_ortgrad.training.program`) and the update rules
+Both the training programs (:mod:`skl_ortgrad.training.programs`) and the update rules
 (the learning rates' ``emit_update``, the one ONNX form of each rule, also behind their
 ``build_onnx_function``) write through a :class:`StepGraph`: fresh result names, the
 step's scalar inputs by *kind* (``eta``, ``decay``...: the caller feeds one value per step,
-see :func:`~skl_ortgrad.training.program.scalar_table`) and constants, each at the rank of
+see :func:`~skl_ortgrad.training.programs.scalar_table`) and constants, each at the rank of
 the tensor it meets. onnxruntime broadcasts a rank-0 or ``[1]`` operand against an
 ``[n, 1]`` tensor element by element, far slower than a rank-matched one (DESIGN.md facts),
 hence the ranks.

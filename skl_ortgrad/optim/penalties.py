@@ -1,0 +1,303 @@
+r"""Penalties: the regularisation term and its proximal update.
+
+An elastic net penalty on the weights :math:`w` (the optimizer decides which weights are
+penalized, usually not the intercepts):
+
+.. math::
+
+    P(w) = l_1 \lVert w \rVert_1 + \frac{l_2}{2} \lVert w \rVert_2^2
+
+At every update the optimizer applies a proximal step scaled by the learning rate
+:math:`\eta` to the weights the batch's gradient was computed at, then the gradient step,
+scikit-learn's order (``step = penalty.stepper(weights)`` once per epoch, ``step(eta)``
+per batch; ``penalty.update_weights(weights, eta)`` is one such step):
+
+.. math::
+
+    w &\leftarrow w \max(0, 1 - \eta l_2) \\
+    w &\leftarrow \operatorname{sign}(w) \max(|w| - \eta l_1, 0)
+
+The first line is the exact gradient step of the L2 term (scikit-learn's SGD applies the
+same weight decay, ``w *= max(0, 1 - (1 - l1_ratio) eta alpha)``, clipped at zero so that a
+large :math:`\eta l_2` sets weights to zero instead of flipping their sign). The second line
+is the proximal operator of :math:`\eta l_1 \lVert w \rVert_1` (soft thresholding): a
+weight moves by at most :math:`\eta l_1` towards zero and stops at zero, so it never
+changes sign, and at a small :math:`\eta` only weights smaller than :math:`\eta l_1` are
+set to zero.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from abc import abstractmethod
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from skl_ortgrad.graph.dtypes import onnx_dtype
+from skl_ortgrad.graph.model import make_model
+from skl_ortgrad.optim.base import BaseLearningObject
+from skl_ortgrad.optim.checks import check_n_tensors, check_opset
+
+__all__ = ["BaseLearningPenalty", "ElasticLearningPenalty", "NoLearningPenalty"]
+
+class BaseLearningPenalty(BaseLearningObject, family="learning penalty"):
+    """Base class of penalties.
+
+    :meth:`select` maps an estimator parameter to an object:
+
+    =========================  ========================================================
+    value                      object
+    =========================  ========================================================
+    ``None``, ``'none'``       ``NoLearningPenalty()``
+    float ``x``                ``ElasticLearningPenalty(l1=0, l2=x)``
+    ``'l2'``                   ``ElasticLearningPenalty(l1=0, l2=0.0001)``
+    ``'l1'``                   ``ElasticLearningPenalty(l1=0.0001, l2=0)``
+    ``'elasticnet'``           ``ElasticLearningPenalty(l1=1.5e-05, l2=8.5e-05)``:
+                               scikit-learn's ``alpha=0.0001, l1_ratio=0.15`` with
+                               ``l1 = alpha * l1_ratio``, ``l2 = alpha * (1 - l1_ratio)``
+    a ``BaseLearningPenalty``  itself
+    =========================  ========================================================
+    """
+
+    @abstractmethod
+    def penalty_loss(self, weights: list[np.ndarray]) -> float:
+        """Return the value of the penalty for ``weights``."""
+
+    @abstractmethod
+    def gradient(self, weights: list[np.ndarray]) -> list[np.ndarray]:
+        r"""Return :math:`\partial P / \partial w` for every weight (full-batch solvers
+        such as L-BFGS add it to the loss gradient instead of taking proximal steps)."""
+
+    def update_weights(self, weights: list[np.ndarray], eta: float) -> None:
+        """Apply the proximal step of the penalty to ``weights``, in place.
+
+        One step: ``self.stepper(weights)(float(eta))`` (a Python float keeps the
+        arithmetic in the weights' dtype).
+        """
+        self.stepper(weights)(float(eta))
+
+    @abstractmethod
+    def stepper(self, weights: list[np.ndarray]) -> Callable[[float], None]:
+        """Return ``step(eta)``, the proximal step of ``weights`` (in place).
+
+        Validated once; the optimizer builds one per epoch and calls it after every
+        update.
+        """
+
+    def loss_term(
+        self, weights: list[np.ndarray], gradients: list[np.ndarray],
+    ) -> Callable[[float], float] | None:
+        """Return ``term(scale)`` for a penalty that is also a term of every batch's loss
+        (:class:`~skl_ortgrad.L2LossPenalty`): it adds the term's
+        gradient times ``scale`` (the batch's output gradient) to ``gradients`` and
+        returns the term's value. None (here): the proximal step is all of the penalty.
+        """
+        return None
+
+
+def _unchanged(eta: float) -> None:
+    """The step of no penalty."""
+
+
+class NoLearningPenalty(BaseLearningPenalty):
+    r"""No penalty: :math:`P(w) = 0`, and the update leaves the weights unchanged."""
+
+    def __init__(self) -> None:
+        pass
+
+    def penalty_loss(self, weights: list[np.ndarray]) -> float:
+        """Return 0."""
+        return 0.0
+
+    def gradient(self, weights: list[np.ndarray]) -> list[np.ndarray]:
+        """Return zeros."""
+        return [np.zeros_like(w) for w in weights]
+
+    def stepper(self, weights: list[np.ndarray]) -> Callable[[float], None]:
+        """Return a step that leaves the weights as they are."""
+        return _unchanged
+
+    def build_onnx_function(
+        self, opset: int, device: str, n_tensors: int, dtype: type | np.dtype = np.float32
+    ) -> onnx.ModelProto:
+        """Return a graph copying ``w0..w{n-1}`` to ``new_w0..new_w{n-1}`` (``eta`` unused).
+
+        The graph keeps the same inputs as :meth:`ElasticLearningPenalty.build_onnx_function`
+        so that the optimizer calls both the same way.
+        """
+        check_opset(opset)
+        check_n_tensors(n_tensors)
+        elem = onnx_dtype(dtype)
+        inputs = [helper.make_tensor_value_info(f"w{i}", elem, None) for i in range(n_tensors)]
+        inputs.append(helper.make_tensor_value_info("eta", elem, []))
+        nodes = [helper.make_node("Identity", [f"w{i}"], [f"new_w{i}"]) for i in range(n_tensors)]
+        outputs = [helper.make_tensor_value_info(f"new_w{i}", elem, None) for i in range(n_tensors)]
+        graph = helper.make_graph(nodes, "no_penalty_update", inputs, outputs)
+        return make_model(graph, opset=opset)
+
+
+class ElasticLearningPenalty(BaseLearningPenalty):
+    r"""Elastic net penalty.
+
+    .. math::
+
+        P(w) = l_1 \lVert w \rVert_1 + \frac{l_2}{2} \lVert w \rVert_2^2
+
+    Its gradient (a subgradient at 0 for the L1 part) is
+    :math:`\partial P / \partial w = l_1 \operatorname{sign}(w) + l_2 w`; the update does not
+    use it directly but takes the proximal step described in
+    :mod:`skl_ortgrad.optim.penalties`:
+
+    .. math::
+
+        w &\leftarrow w \max(0, 1 - \eta l_2) \\
+        w &\leftarrow \operatorname{sign}(w) \max(|w| - \eta l_1, 0)
+
+    With ``rows`` :math:`= r > 1`, one step stands for :math:`r` consecutive per-sample
+    steps of :math:`\eta / r` (a mini-batch of :math:`r` rows trained with a rate
+    scaled by :math:`r`), and the decay is compounded as they would be:
+    :math:`w \leftarrow w \max(0, 1 - \eta l_2 / r)^r`. A strong penalty then shrinks
+    the weights as :math:`r` per-sample steps do instead of zeroing them.
+
+    Parameters
+    ----------
+    l1 : float, default=0.5
+        Weight of the L1 norm (>= 0).
+    l2 : float, default=0.5
+        Weight of half the squared L2 norm (>= 0).
+    rows : int, default=1
+        Per-sample steps one step stands for (>= 1).
+
+    Notes
+    -----
+    scikit-learn's ``alpha`` and ``l1_ratio`` translate to ``l1 = alpha * l1_ratio`` and
+    ``l2 = alpha * (1 - l1_ratio)``.
+
+    References
+    ----------
+    scikit-learn, ``SGDRegressor`` parameters ``penalty``, ``alpha``, ``l1_ratio``.
+    Y. Tsuruoka, J. Tsujii, S. Ananiadou, "Stochastic gradient descent training for
+    L1-regularized log-linear models with cumulative penalty", ACL 2009 (soft thresholding
+    after each stochastic step).
+    """
+
+    def __init__(self, l1: float = 0.5, l2: float = 0.5, rows: int = 1) -> None:
+        self.l1 = l1
+        self.l2 = l2
+        self.rows = rows
+
+    def _validate(self) -> None:
+        for name in ("l1", "l2"):
+            value = getattr(self, name)
+            if (
+                not isinstance(value, numbers.Real)
+                or isinstance(value, bool)
+                or not math.isfinite(float(value))
+                or value < 0
+            ):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}.")
+        if not isinstance(self.rows, numbers.Integral) or self.rows < 1:
+            raise ValueError(f"rows must be an integer >= 1, got {self.rows!r}.")
+
+    def penalty_loss(self, weights: list[np.ndarray]) -> float:
+        r"""Return :math:`\sum_w l_1 \lVert w \rVert_1 + \frac{l_2}{2} \lVert w \rVert_2^2`.
+
+        Computed in float64 whatever the weights' dtype: the value is reported, not trained.
+        """
+        self._validate()
+        total = 0.0
+        for w in weights:
+            w64 = np.asarray(w, dtype=np.float64)
+            total += float(self.l1) * float(np.abs(w64).sum())
+            total += 0.5 * float(self.l2) * float(np.square(w64).sum())
+        return total
+
+    def gradient(self, weights: list[np.ndarray]) -> list[np.ndarray]:
+        r"""Return :math:`l_1 \operatorname{sign}(w) + l_2 w` for every weight."""
+        self._validate()
+        return [float(self.l1) * np.sign(w) + float(self.l2) * w for w in weights]
+
+    def stepper(self, weights: list[np.ndarray]) -> Callable[[float], None]:
+        """Return ``step(eta)`` applying the proximal step (L2 decay, then L1 soft
+        thresholding) to ``weights`` in place.
+
+        Validated here, once; ``step`` uses one preallocated temporary per weight.
+        """
+        self._validate()
+        l1, l2, rows = float(self.l1), float(self.l2), int(self.rows)
+        pairs = [(w, np.empty_like(w)) for w in weights] if l1 > 0 else [(w, w) for w in weights]
+
+        def step(eta: float) -> None:
+            decay = max(0.0, 1.0 - eta * l2 / rows) ** rows
+            threshold = eta * l1
+            for w, clipped in pairs:
+                if decay != 1.0:
+                    np.multiply(w, decay, out=w)
+                if threshold > 0:
+                    # w - clip(w, -thr, thr) is sign(w) * max(|w| - thr, 0) with one
+                    # temporary instead of three, and it is exact: no sign flip can come
+                    # from rounding.
+                    np.clip(w, -threshold, threshold, out=clipped)
+                    np.subtract(w, clipped, out=w)
+
+        return step
+
+    def build_onnx_function(
+        self, opset: int, device: str, n_tensors: int, dtype: type | np.dtype = np.float32
+    ) -> onnx.ModelProto:
+        """Return the proximal step as an ONNX graph.
+
+        Parameters
+        ----------
+        opset : int
+            Version of the main ONNX domain (13 to 21).
+        device : str
+            Device the graph runs on; the graph is the same for every device.
+        n_tensors : int
+            Number of penalized weights.
+        dtype : numpy dtype, default=np.float32
+            Element type of the weights and of ``eta``.
+
+        Returns
+        -------
+        onnx.ModelProto
+            Inputs ``w0..w{n-1}`` and ``eta`` (scalar); outputs ``new_w0..new_w{n-1}``:
+            ``decayed = w * Relu(1 - eta * l2 / rows) ^ rows`` then
+            ``new_w = decayed - Clip(decayed, -eta * l1, eta * l1)``.
+        """
+        self._validate()
+        check_opset(opset)
+        check_n_tensors(n_tensors)
+        elem = onnx_dtype(dtype)
+        inits = [
+            numpy_helper.from_array(np.array(1, dtype=dtype), name="one"),
+            numpy_helper.from_array(np.array(self.l1, dtype=dtype), name="l1"),
+            numpy_helper.from_array(np.array(self.l2 / self.rows, dtype=dtype), name="l2"),
+            numpy_helper.from_array(np.array(self.rows, dtype=dtype), name="rows"),
+        ]
+        nodes = [
+            helper.make_node("Mul", ["eta", "l2"], ["eta_l2"]),
+            helper.make_node("Sub", ["one", "eta_l2"], ["one_minus"]),
+            # Relu = max(0, .): a large eta * l2 zeroes the weights, never flips them.
+            helper.make_node("Relu", ["one_minus"], ["step_decay"]),
+            helper.make_node("Pow", ["step_decay", "rows"], ["decay"]),
+            helper.make_node("Mul", ["eta", "l1"], ["threshold"]),
+            helper.make_node("Neg", ["threshold"], ["neg_threshold"]),
+        ]
+        inputs = [helper.make_tensor_value_info(f"w{i}", elem, None) for i in range(n_tensors)]
+        inputs.append(helper.make_tensor_value_info("eta", elem, []))
+        for i in range(n_tensors):
+            nodes.append(helper.make_node("Mul", [f"w{i}", "decay"], [f"decayed{i}"]))
+            nodes.append(
+                helper.make_node(
+                    "Clip", [f"decayed{i}", "neg_threshold", "threshold"], [f"clipped{i}"]
+                )
+            )
+            nodes.append(helper.make_node("Sub", [f"decayed{i}", f"clipped{i}"], [f"new_w{i}"]))
+        outputs = [helper.make_tensor_value_info(f"new_w{i}", elem, None) for i in range(n_tensors)]
+        graph = helper.make_graph(nodes, "elastic_penalty_update", inputs, outputs, inits)
+        return make_model(graph, opset=opset)
