@@ -57,7 +57,9 @@ from skl_ortgrad import (
 )
 from skl_ortgrad.estimators.base import stable_step
 from skl_ortgrad.runtime.step import OrtGradientStep
-from skl_ortgrad.training import trainer
+from skl_ortgrad.training import program_choice
+from skl_ortgrad.training import state as training_state
+from skl_ortgrad.training.caches import transient
 
 ESTIMATORS = [OnnxSGDRegressor, OnnxSGDClassifier]
 
@@ -223,7 +225,7 @@ def test_divergence_stops_within_the_batch(monkeypatch, estimator):
     # the instrumented steps kept the training program off.
     monkeypatch.undo()
     with monkeypatch.context() as patch:
-        patch.setattr(trainer, "_PROGRAM_STEPS", 1)
+        patch.setattr(program_choice, "PROGRAM_STEPS", 1)
         expected = _model(estimator, max_iter=2, penalty=None).fit(X, Y)
     _assert_weights(_weights(model), _weights(expected))
     assert (model.n_iter_, model.t_, len(model.loss_curve_)) == (2, expected.t_, 2)
@@ -409,7 +411,7 @@ def test_interrupted_partial_fit_keeps_completed_batches(monkeypatch, reference)
     # Per batch, as the reference (its snapshots instrument every step): the training
     # program would give the same weights to rounding only.
     with monkeypatch.context() as patch:
-        patch.setattr(trainer, "_PROGRAM_STEPS", 1)
+        patch.setattr(program_choice, "PROGRAM_STEPS", 1)
         _partial_fit(model, X, Y)
     def interrupt(k):
         if k == 6:
@@ -489,7 +491,7 @@ def test_joblib_and_deepcopy_round_trips_resume_identically(estimator):
 
 def test_pickle_of_an_unreadable_state_format_is_refused(monkeypatch):
     model = _model(OnnxSGDRegressor, max_iter=1).fit(X, Y)
-    monkeypatch.setattr(trainer, "_STATE_FORMAT", 99)
+    monkeypatch.setattr(training_state, "STATE_FORMAT", 99)
     data = pickle.dumps(model)
     monkeypatch.undo()
     version = skl_ortgrad.__version__
@@ -504,7 +506,7 @@ def test_pickle_of_another_version_warns_and_works(monkeypatch):
     monkeypatch.setattr(_version, "__version__", "0.0.1")
     data = pickle.dumps(model)
     monkeypatch.undo()
-    with pytest.warns(trainer.PickleVersionWarning,
+    with pytest.warns(skl_ortgrad.PickleVersionWarning,
                       match=r"pickled by skl_ortgrad 0\.0\.1 and is loaded by skl_ortgrad"):
         loaded = pickle.loads(data)
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
@@ -803,5 +805,6 @@ def test_stream_of_varying_sizes_keeps_two_training_sessions(estimator):
     model = estimator(random_state=0)
     for n in [*range(1, 41), 70]:
         _partial_fit(model, X[:n], _targets(model)[:n])
-    sessions = [sorted(engine._steps, key=str) for engine in model.optimizer_._engines.values()]
+    engines = transient(model.optimizer_).engines.built()
+    sessions = [sorted(engine._steps, key=str) for engine in engines]
     assert sessions == [[32, None]]

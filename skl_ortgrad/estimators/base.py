@@ -396,7 +396,7 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
         saved = dict(self.__dict__)
         snapshot = OptimizerSnapshot(self.optimizer_) if "optimizer_" in saved else None
         try:
-            dtype = self._dtype() if restart else self.optimizer_._model_dtype()
+            dtype = self._dtype() if restart else self.optimizer_.model_dtype()
             # float64 first, as scikit-learn: integer data gives float64 fitted weights.
             (X, y), cast = validate_finite_data(
                 self, X, y, graph_dtype=dtype, reset=restart, accept_sparse="csr",
@@ -466,9 +466,9 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
         before = len(optimizer.train_losses_) if not restart else 0
         try:
             # validate_data checked the values: the optimizer only casts them.
-            data = optimizer._as_arrays(X, targets, sample_weight)
+            data = optimizer.cast(X, targets, sample_weight)
             if partial:
-                optimizer._partial_fit_data(data)
+                optimizer.partial_fit_data(data)
             else:
                 self._solve(data, X_val, y_val, scorer)
         except KeyboardInterrupt:
@@ -490,7 +490,7 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
 
     def _solve(self, data: tuple[list[Any], bool], X_val: Any, y_val: Any, scorer: Any) -> None:
         """Train ``optimizer_`` on checked ``data`` for ``fit`` (mini-batch epochs)."""
-        self.optimizer_._fit_data(data, X_val, y_val, scorer)
+        self.optimizer_.fit_data(data, X_val, y_val, scorer)
 
     def _rollback(self, saved: dict[str, Any], snapshot: OptimizerSnapshot | None) -> None:
         """Put the estimator (attributes ``saved``) and its optimizer back."""
@@ -615,7 +615,7 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
         """Validate ``X`` and run the trained graph on it; return outputs by name."""
         check_is_fitted(self, "optimizer_")
         optimizer = self.optimizer_
-        dtype = optimizer._model_dtype()
+        dtype = optimizer.model_dtype()
         X, cast = validate_finite_data(
             self, X, graph_dtype=dtype, reset=False, accept_sparse="csr",
             dtype=[np.float32, np.float64],

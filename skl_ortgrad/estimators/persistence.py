@@ -132,7 +132,7 @@ def _encode_estimator(estimator: BaseOnnxEstimator, encoder: StateEncoder) -> di
     template = estimator._template_
     return {
         "class": type(estimator).__name__,
-        "dtype": optimizer._model_dtype().name,
+        "dtype": optimizer.model_dtype().name,
         "params": encoder.encode(params, "params"),
         "attributes": encoder.encode(attributes, "attributes"),
         "template": {

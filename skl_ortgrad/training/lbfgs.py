@@ -18,11 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from onnxruntime.capi._pybind_state import OrtValue
 from scipy.optimize import minimize
 from sklearn.utils.optimize import _check_optimize_result
 
-from skl_ortgrad.runtime.batches import MiniBatchLoader
 from skl_ortgrad.runtime.devices import ort_device
 from skl_ortgrad.training.trainer import Trainer
 
@@ -42,7 +40,7 @@ def fit_lbfgs(
         Its loss, penalty, weights and engine; ``train_losses_`` receives the objective
         after every iteration, ``weights_`` the solution.
     data : tuple
-        Checked arrays and whether they hold sample weights (``optimizer._as_arrays``).
+        Checked arrays and whether they hold sample weights (``optimizer.cast``).
     max_iter, max_fun, tol : int, int, float
         L-BFGS iterations, objective evaluations and gradient tolerance.
 
@@ -52,23 +50,17 @@ def fit_lbfgs(
         Iterations run (scikit-learn's ``n_iter_``); a ``ConvergenceWarning`` says when
         L-BFGS stopped before converging.
     """
-    optimizer._resolve_objects()
-    if not (optimizer.warm_start and hasattr(optimizer, "weights_")):
-        optimizer._reset()
+    optimizer.begin(fit=True)
     arrays, weighted = data
-    engine = optimizer._engine(weighted)
+    engine = optimizer.engine(weighted)
     device = ort_device(engine.cls_type_.device)
     n_rows = arrays[0].shape[0]
-    loader = MiniBatchLoader(
-        arrays, n_rows, False, optimizer._random_state(), device,
-        lambda: [OrtValue.ortvalue_from_numpy(w, device) for w in optimizer.weights_],
-        weight_index=2 if weighted else None,
-    )
+    loader = optimizer.loader(arrays, weighted, device, batch_size=n_rows, shuffle=False)
     step = engine.step_function(None)
     loss_buffer, *gradients = step.outputs
     feed = loader.epoch()(0)
     weights = optimizer.weights_
-    penalized_ids = {id(w) for w in optimizer._penalized()}
+    penalized_ids = {id(w) for w in optimizer.penalized()}
     penalty = optimizer.learning_penalty_
     sizes = np.cumsum([w.size for w in weights])[:-1]
 

@@ -33,6 +33,9 @@ class OptimizerSnapshot:
     def __init__(self, optimizer: Any) -> None:
         self._optimizer = optimizer
         self._attributes = dict(optimizer.__dict__)
+        # The training state is one mutable record: its fields (lists a call may
+        # replace, such as a new rule's state) are kept by reference too.
+        self._fields = dict(vars(optimizer.state_))
         self._checkpoint = optimizer.get_checkpoint()
         self._lists = {
             name: list(value) for name, value in self._attributes.items()
@@ -47,6 +50,7 @@ class OptimizerSnapshot:
         optimizer.__dict__.clear()
         optimizer.__dict__.update(self._attributes)
         optimizer.__dict__.update({name: list(value) for name, value in self._lists.items()})
+        vars(optimizer.state_).update(self._fields)
         optimizer.set_checkpoint(self._checkpoint)
         if self._rng_state is not None:
             self._attributes["_rng"].set_state(self._rng_state)

@@ -26,6 +26,7 @@ from skl_ortgrad.gradient import backend as backend_module
 from skl_ortgrad.gradient import resolve_backend
 from skl_ortgrad.gradient.forward_backward import OrtGradientForwardBackward
 from skl_ortgrad.objective.merge import add_loss_output
+from skl_ortgrad.training.caches import transient
 
 VARIABLE = backend_module.ENVIRONMENT_VARIABLE
 
@@ -102,11 +103,11 @@ def test_estimator_records_the_backend(backend, diabetes, monkeypatch):
     # linear program, written by hand: it builds no engine at all).
     est = OnnxSGDRegressor(backend=backend, loss="huber", max_iter=2, tol=None).fit(*diabetes)
     assert est.backend_ == est.optimizer_.backend_ == backend
-    assert est.optimizer_._engines and all(
-        engine.backend_ == backend for engine in est.optimizer_._engines.values()
+    assert transient(est.optimizer_).engines.built() and all(
+        engine.backend_ == backend for engine in transient(est.optimizer_).engines.built()
     )
     linear = OnnxSGDRegressor(backend=backend, max_iter=2, tol=None).fit(*diabetes)
-    assert linear.backend_ == backend and not linear.optimizer_._engines
+    assert linear.backend_ == backend and not transient(linear.optimizer_).engines.built()
     auto = OnnxSGDRegressor(max_iter=2, tol=None).fit(*diabetes)
     assert auto.backend_ == resolve_backend("auto")
 

@@ -18,7 +18,7 @@ from _calls import called_with, record_calls
 from skl_ortgrad import ConvergenceError, OnnxSGDClassifier, OnnxSGDRegressor
 from skl_ortgrad.optim.scaled import ScaledLearningRate
 from skl_ortgrad.runtime.program_run import LinearProgramRun
-from skl_ortgrad.training import trainer
+from skl_ortgrad.training import program_choice
 from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
 
 #: 200 rows at batch 32: 7 batches an epoch (the last of 8 rows), 18 epochs per call.
@@ -228,7 +228,7 @@ def test_group_capacity(monkeypatch):
     monkeypatch.setattr(LinearProgramRun, "GROUP_STEPS", 10)
     OnnxSGDRegressor(max_iter=1, tol=None).fit(X, Y_REG)
     assert bindings == [128 // 7, 16 // 7, 1]
-    assert trainer.LinearProgramRun is LinearProgramRun
+    assert program_choice.BINDINGS[program_choice.LinearProgram] is LinearProgramRun
 
 
 def test_grouped_fits_use_the_program_from_one_full_batch(monkeypatch, groups):
@@ -243,7 +243,7 @@ def test_grouped_fits_use_the_program_from_one_full_batch(monkeypatch, groups):
     expected = _alone(monkeypatch, fit)
     _assert_same_state(model, expected)
     with monkeypatch.context() as patch:
-        patch.setattr(trainer, "_PROGRAM_STEPS", 1)
+        patch.setattr(program_choice, "PROGRAM_STEPS", 1)
         per_batch = fit()
     assert (per_batch.n_iter_, per_batch.t_) == (model.n_iter_, model.t_)
     np.testing.assert_allclose(model.coef_, per_batch.coef_, rtol=1e-5, atol=1e-6)

@@ -41,9 +41,10 @@ from skl_ortgrad.runtime.program_run import (
     SparseLinearProgramRun,
 )
 from skl_ortgrad.runtime.step import OrtGradientStep
-from skl_ortgrad.training import trainer
+from skl_ortgrad.training import program_choice
+from skl_ortgrad.training.caches import transient
+from skl_ortgrad.training.epochs import ProgramEpoch
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
-from skl_ortgrad.training.trainer import Trainer
 
 #: 1000 rows at batch 32: 31 full batches (chunks of 8, 8, 8, 7) and one of 8 rows.
 N_ROWS, N_FEATURES, STEPS = 1000, 6, 8
@@ -66,24 +67,24 @@ ESTIMATORS = {"regression": OnnxSGDRegressor, "binary": OnnxSGDClassifier,
 def fresh_programs():
     """Every test builds its programs, and leaves none built under its patches (they are
     shared process-wide otherwise)."""
-    trainer.PROGRAMS.clear()
+    program_choice.PROGRAMS.clear()
     yield
-    trainer.PROGRAMS.clear()
+    program_choice.PROGRAMS.clear()
 
 
 @pytest.fixture
 def chunks(monkeypatch):
     """Programs of ``STEPS`` batches (several chunks per epoch, a shorter last one), one
     epoch per call, and the list of their calls."""
-    monkeypatch.setattr(trainer, "_PROGRAM_STEPS", STEPS)
-    monkeypatch.setattr(trainer, "_LINEAR_STEPS", STEPS)
+    monkeypatch.setattr(program_choice, "PROGRAM_STEPS", STEPS)
+    monkeypatch.setattr(program_choice, "LINEAR_STEPS", STEPS)
     monkeypatch.setattr(LinearProgramRun, "GROUP_STEPS", 0)
     return record_calls(monkeypatch, ProgramRun, "run")
 
 
 def _per_batch(monkeypatch, call):
     """``call()`` with the program off."""
-    return called_with(monkeypatch, trainer, "_PROGRAM_STEPS", 1, call)
+    return called_with(monkeypatch, program_choice, "PROGRAM_STEPS", 1, call)
 
 
 def _state(model):
@@ -109,8 +110,7 @@ def _assert_same(got, expected, rtol=0.0):
 
 def _generic_only(monkeypatch):
     """The generic program wherever the linear one would run."""
-    monkeypatch.setattr(Trainer, "_lean_loss",
-                        lambda self, *args: None)
+    monkeypatch.setattr(program_choice, "lean_loss", lambda *args: None)
 
 
 @pytest.fixture
@@ -123,13 +123,13 @@ def generic(monkeypatch):
 def programs(monkeypatch):
     """The loss kind of every program built (None: generic)."""
     kinds = []
-    original = Trainer._lean_loss
+    original = program_choice.lean_loss
 
-    def lean_loss(self, *args):
-        kinds.append(original(self, *args))
+    def lean_loss(*args):
+        kinds.append(original(*args))
         return kinds[-1]
 
-    monkeypatch.setattr(Trainer, "_lean_loss", lean_loss)
+    monkeypatch.setattr(program_choice, "lean_loss", lean_loss)
     return kinds
 
 
@@ -209,10 +209,10 @@ def test_linear_chunks_read_a_bounded_number_of_values(rows, features, expected)
     """The defaults: 64 batches per call of the linear program at 100 features, fewer
     as the rows read per chunk grow (2**18 values), never fewer than the generic
     program's 32 unless the most allowed is smaller."""
-    assert trainer._linear_steps(rows, features, trainer._LINEAR_STEPS,
-                                 trainer._PROGRAM_STEPS) == expected
-    assert trainer._linear_steps(rows, features, 8, 32) == 8
-    assert trainer._linear_steps(rows, features, 128, 1) == min(
+    assert program_choice.linear_steps(rows, features, program_choice.LINEAR_STEPS,
+                                 program_choice.PROGRAM_STEPS) == expected
+    assert program_choice.linear_steps(rows, features, 8, 32) == 8
+    assert program_choice.linear_steps(rows, features, 128, 1) == min(
         128, 2 ** int(np.log2(max(1, 2**18 // (rows * features)))))
 
 
@@ -351,8 +351,8 @@ def test_short_epochs_run_per_batch(monkeypatch, chunks, lean):
     (generic program) full batches the program saves less than it costs."""
     if not lean:
         _generic_only(monkeypatch)
-    rows = 32 * (trainer._LINEAR_MIN_BATCHES if lean
-                 else trainer._PROGRAM_MIN_BATCHES)
+    rows = 32 * (program_choice.LINEAR_MIN_BATCHES if lean
+                 else program_choice.PROGRAM_MIN_BATCHES)
     model = OnnxSGDRegressor(random_state=0).partial_fit(X[:rows - 1], Y["regression"][:rows - 1])
     assert not chunks
     model.partial_fit(X[:rows], Y["regression"][:rows])
@@ -409,7 +409,7 @@ def test_sparse_linear_models_train_in_the_sparse_program(monkeypatch, chunks, p
 
     model = train()
     assert programs == [LEAN_KINDS[model.loss]]
-    assert type(model.optimizer_._program_binding[2]) is SparseLinearProgramRun
+    assert type(transient(model.optimizer_).programs.binding) is SparseLinearProgramRun
     assert len(chunks) == 4 * 4
     rtol = 1e-10 if params.get("dtype") == np.float64 else 1e-5
     _assert_same(_state(model), _state(train(X_SPARSE.toarray())), rtol=rtol)
@@ -423,8 +423,8 @@ def test_sparse_stored_values_laid_out_per_call(chunks):
     zeros after, as wide as its longest row; densified, the rows of the epoch's order."""
     model = OnnxSGDRegressor(max_iter=1, tol=None, random_state=0).fit(X_SPARSE,
                                                                        Y["regression"])
-    binding = model.optimizer_._program_binding[2]
-    order = model.optimizer_._last_loader[1].order
+    binding = transient(model.optimizer_).programs.binding
+    order = transient(model.optimizer_).loader[1].order
     dense = X_SPARSE.toarray()
     for first, count in binding.chunks:
         columns, values = binding._stored(first, count)
@@ -538,7 +538,7 @@ def test_stateful_rules_of_large_models_run_per_batch(chunks):
 
     model = mlp()
     assert sum(w.size for w in model.optimizer_.weights_) > (
-        trainer._PROGRAM_MAX_STATE)
+        program_choice.PROGRAM_MAX_STATE)
     mlp(solver="sgd")
     assert not chunks
     mlp(solver="sgd", momentum=0.0)
@@ -577,23 +577,23 @@ def test_adam_divergence_in_a_chunk_keeps_the_state_of_the_last_finite_epoch(
 def builds(monkeypatch):
     """The arguments of every program built."""
     calls = []
-    original = Trainer._build_program
+    original = program_choice.ProgramCache._build
 
     def build(self, *args):
         calls.append(args)
         return original(self, *args)
 
-    monkeypatch.setattr(Trainer, "_build_program", build)
+    monkeypatch.setattr(program_choice.ProgramCache, "_build", build)
     return calls
 
 
 def test_program_is_built_once_and_bound_once_per_loader(chunks, builds):
     model = _fit("regression")
-    bound = model.optimizer_._program_binding[2]
+    bound = transient(model.optimizer_).programs.binding
     for _ in range(3):
         model.partial_fit(X, Y["regression"])
     assert len(builds) == 1
-    assert model.optimizer_._program_binding[2] is bound
+    assert transient(model.optimizer_).programs.binding is bound
 
 
 def test_fits_with_other_penalty_values_share_their_program(chunks, builds):
@@ -720,7 +720,7 @@ def test_a_chunk_whose_replay_is_finite_rewinds_then_goes_on(monkeypatch, chunks
         return losses
 
     monkeypatch.setattr(owner, "step_losses", step_losses)
-    rewinds = record_calls(monkeypatch, Trainer, "_rewind")
+    rewinds = record_calls(monkeypatch, ProgramEpoch, "_rewind")
     model = _fit("regression", learning_rate="constant", eta0=0.001)
     assert poisoned == [8]  # epoch 2 ran whole before its losses were checked
     assert len(rewinds) == 1

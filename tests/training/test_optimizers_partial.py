@@ -20,6 +20,7 @@ from skl_ortgrad import (
 )
 from skl_ortgrad.graph.cut import select_model_output
 from skl_ortgrad.graph.model import TARGET_OPSET
+from skl_ortgrad.training.caches import transient
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
 from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
 
@@ -274,10 +275,10 @@ def test_penalty_skips_intercepts(linear_onnx, regression_data):
     X, y = regression_data
     opt = OrtGradientForwardBackwardOptimizer(linear_onnx, max_iter=1, learning_penalty="l2")
     opt.fit(X, y)
-    penalized = opt._penalized()
+    penalized = opt.penalized()
     assert len(penalized) == 1 and penalized[0] is opt.weights_[0]
     opt.set_params(penalized_weights=["intercept"])
-    assert opt._penalized()[0] is opt.weights_[1]
+    assert opt.penalized()[0] is opt.weights_[1]
 
 
 def test_bad_parameters(linear_onnx, regression_data):
@@ -313,7 +314,7 @@ def test_stream_of_chunk_sizes_builds_two_sessions_at_most(linear_onnx, regressi
         for got, want in zip(opt.weights_, expected, strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     opt.partial_fit(X[:120], y[:120])  # two full batches and a partial one
-    engine = next(iter(opt._engines.values()))
+    engine = transient(opt).engines.built()[0]
     assert set(engine._steps) == {50, None}
 
 
@@ -324,9 +325,9 @@ def test_partial_fit_stream_reuses_its_loader(linear_onnx, regression_data):
     opt = OrtGradientForwardBackwardOptimizer(
         linear_onnx, max_iter=1, batch_size=100, shuffle=False, learning_rate=0.05)
     opt.partial_fit(X[:100], y[:100])
-    loader = opt._last_loader[1]
+    loader = transient(opt).loader[1]
     opt.partial_fit(X[:100], y[:100])
-    assert opt._last_loader[1] is loader
+    assert transient(opt).loader[1] is loader
     other_X, other_y = X[100:].copy(), y[100:].copy()  # same shapes, other memory
     expected = _sgd_step(opt, other_X, other_y, 0.05)
     opt.partial_fit(other_X, other_y)
@@ -335,11 +336,11 @@ def test_partial_fit_stream_reuses_its_loader(linear_onnx, regression_data):
     shuffled = OrtGradientForwardBackwardOptimizer(
         linear_onnx, max_iter=1, batch_size=100, learning_rate=0.05, random_state=0)
     shuffled.partial_fit(X[:100], y[:100])
-    loader = shuffled._last_loader[1]
+    loader = transient(shuffled).loader[1]
     shuffled.partial_fit(other_X, other_y)  # copied into the same buffers
-    assert shuffled._last_loader[1] is loader
+    assert transient(shuffled).loader[1] is loader
     shuffled.fit(X[:100], y[:100])
-    assert shuffled._last_loader[1] is not loader
+    assert transient(shuffled).loader[1] is not loader
 
 
 def test_training_objects_are_objects_from_construction(linear_onnx):

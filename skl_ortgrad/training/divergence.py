@@ -1,0 +1,60 @@
+"""What stops an epoch in the middle, and the message a divergence gives the user.
+
+An epoch runner raises :class:`Diverged` at a non-finite batch loss (before any update) or
+non-finite weights at the end of an epoch, and :class:`TornUpdate` when any other exception
+interrupted an update half-way; the trainer restores the start of the epoch in both cases
+and raises :class:`~skl_ortgrad.ConvergenceError` (with :func:`divergence_message`) or the
+original exception.
+"""
+
+from __future__ import annotations
+
+
+class Diverged(Exception):
+    """A batch produced a non-finite loss (or the epoch non-finite weights).
+
+    Parameters
+    ----------
+    batch : int
+        The batch of the epoch.
+    loss : float
+        The non-finite value.
+    eta : float
+        The batch's learning rate.
+    last : float or None
+        The mean loss of the previous batch.
+    what : str
+        What was not finite, for the message.
+    """
+
+    def __init__(
+        self, batch: int, loss: float, eta: float, last: float | None,
+        what: str = "the loss is",
+    ) -> None:
+        super().__init__(batch, loss, eta)
+        self.batch, self.loss, self.eta, self.last, self.what = batch, loss, eta, last, what
+
+
+class TornUpdate(Exception):
+    """An exception (its ``__cause__``) interrupted an update half-way."""
+
+
+def mean(loss: float, total: float) -> float:
+    """A mean loss from its weighted sum (0 for rows weighing nothing)."""
+    return loss / total if total else 0.0
+
+
+def _shown(loss: float | None) -> str:
+    return "none" if loss is None else f"{loss:.6g}"
+
+
+def divergence_message(diverged: Diverged, epoch: int, last_epoch: float | None) -> str:
+    """The message of a divergence at ``epoch`` (1-based), ``last_epoch`` the mean loss
+    of the last complete epoch (None before the first)."""
+    return (
+        f"Training diverged at epoch {epoch}, batch {diverged.batch}: {diverged.what} "
+        f"{diverged.loss} with learning rate eta={diverged.eta:.4g}. Last finite loss: "
+        f"{_shown(diverged.last)} (mean of the previous batch), {_shown(last_epoch)} "
+        "(mean of the last complete epoch). The weights of the last epoch that ended with "
+        "a finite loss were kept; use a smaller learning rate."
+    )

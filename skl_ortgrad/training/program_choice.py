@@ -1,0 +1,308 @@
+r"""The choice and cache of training programs: objective, gradient backend, update rule,
+:math:`k` mini-batches per call, one session built once.
+
+An epoch runs as a training program (:mod:`skl_ortgrad.training.programs`) where the
+program computes what the per-batch loop computes (:meth:`ProgramCache.bound` says when);
+the program and its session are built once per model structure, loss, update rule and
+configuration, shared by every trainer (:data:`PROGRAMS`), and bound to a mini-batch
+loader once (:mod:`skl_ortgrad.runtime.program_run`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from onnxruntime import InferenceSession
+
+from skl_ortgrad._cache import BoundedCache
+from skl_ortgrad.gradient.forward_backward import OrtGradientForwardBackward
+from skl_ortgrad.graph.linear import linear_features
+from skl_ortgrad.graph.weights import skeleton_digest
+from skl_ortgrad.optim import (
+    BaseLearningRate,
+    ElasticLearningPenalty,
+    HingeLearningLoss,
+    LearningRateAdam,
+    LearningRateSGD,
+    LearningRateSGDNesterov,
+    NegLogLearningLoss,
+    NoLearningPenalty,
+    ScaledLearningRate,
+    SquareLearningLoss,
+)
+from skl_ortgrad.runtime.batches import MiniBatchLoader
+from skl_ortgrad.runtime.devices import device_providers
+from skl_ortgrad.runtime.options import unoptimized_session_options
+from skl_ortgrad.runtime.program_run import (
+    LinearProgramRun,
+    ProgramRun,
+    SparseLinearProgramRun,
+)
+from skl_ortgrad.runtime.sessions import cached_session
+from skl_ortgrad.runtime.step import OrtGradientStep
+from skl_ortgrad.training.programs import (
+    LinearProgram,
+    SparseLinearProgram,
+    StepProgram,
+    generic_program,
+    linear_program,
+)
+from skl_ortgrad.training.setup import LOSS_NAME, TrainingSetup
+from skl_ortgrad.training.state import TrainingState
+
+#: Mini-batches per onnxruntime call of the training program (see :meth:`ProgramCache.bound`);
+#: below 2, every batch is a call of its own. Measured (100k x 100 float32, batch 32,
+#: ``partial_fit`` epochs against the per-batch path): 0.74x at 16, 0.73x at 32, 0.71x
+#: at 64 and 128 (squared error), 0.85x / 0.83x at 16 / 32-128 (10 classes); 32 keeps
+#: a chunk near 0.35 ms (binary) and 0.6 ms (10 classes), so Ctrl-C, honoured between
+#: chunks, stays immediate.
+PROGRAM_STEPS = 32
+#: The linear program's step is a few µs at batch 32, so a chunk of ``PROGRAM_STEPS``
+#: spends a tenth of its time on the call and the chunk's Python (losses, checks): it
+#: runs up to ``LINEAR_STEPS`` batches per call, as long as a chunk reads at most
+#: ``LINEAR_CHUNK_VALUES`` feature values (:func:`linear_steps`), about 0.35 ms of
+#: work at 100 features. Measured (``partial_fit`` epochs against scikit-learn, side by
+#: side, medians of 21 rounds, twice; steps 32 / 64 / 128): regression 100k x 100
+#: 0.428x / 0.412x / 0.416x and 0.432x / 0.411x / 0.408x, binary hinge 50k x 100
+#: 0.838x / 0.820x / 0.815x and 0.845x / 0.830x / 0.808x: 128 gains nothing more
+#: (``bench/bench_program.py``, last table, on its 100k-row tasks: 0.42x / 0.40x / 0.40x
+#: and 0.71x / 0.70x / 0.69x).
+LINEAR_STEPS = 64
+LINEAR_CHUNK_VALUES = 2**18
+#: Fewer full batches in an epoch run per batch: writing the epoch's per-step scalars
+#: costs tens of µs, more than the calls a short epoch saves (measured, generic program:
+#: ``partial_fit`` of 200 rows 1.06x slower with the program, 500 rows even, 2000 rows
+#: 0.88x). The linear program runs the whole epoch, the short last batch included, in
+#: one call per chunk: it pays from 4 full batches (measured, binary hinge, 30 features:
+#: 200 rows even, 500 rows 0.91x, 2000 rows 0.73x).
+PROGRAM_MIN_BATCHES = 16
+LINEAR_MIN_BATCHES = 4
+#: Where several epochs may run per call (:class:`~skl_ortgrad.training.epochs.EpochGroups`),
+#: the linear program pays from one full batch: ``fit`` at the defaults on 40 to 127 rows
+#: (8 features) 2.0x to 2.9x faster than per batch (the regressor, 22 to 38 epochs), 1.5x
+#: to 2.4x (the classifier, 8 to 16 epochs), measured; a ``partial_fit`` of 32 to 127 rows
+#: (one epoch) is up to 10% slower with it.
+GROUPED_LINEAR_MIN_BATCHES = 1
+#: Beyond this many trained values, an update rule with a state (momentum, Adam) runs per
+#: batch: its update is elementwise arithmetic over every value, which numpy does faster
+#: than onnxruntime's kernels (and the exact float32 square root of Adam costs two casts
+#: in the graph), while the program only saves a fixed cost per batch. Measured per
+#: epoch, program / per batch (``bench/bench_program.py``, update-rules table: 20k x 100,
+#: batch 32): a linear model (101 values) with Nesterov 0.98x, with Adam 0.88x; MLPs with
+#: Adam, 100-16-1 (1,633 values) 0.99x, 100-128-1 (12,929 values) 1.30x (1.09x at batch
+#: 200 on 50k rows, ad hoc).
+PROGRAM_MAX_STATE = 1024
+#: The per-batch pieces the program computes in its graph: the step's run, the updates of
+#: the rules whose ``emit_update`` writes what their ``stepper`` does (plain SGD, momentum
+#: and Nesterov, Adam; possibly scaled) and of the elastic penalty. Captured at import:
+#: when any of them is replaced afterwards (a subclass overriding it, an instrumented
+#: method), the program would not do what the replacement does, and the per-batch loop
+#: runs it.
+PROGRAM_PIECES = {
+    "run": OrtGradientStep.run,
+    "rates": (LearningRateSGD.stepper, LearningRateSGDNesterov.stepper,
+              LearningRateAdam.stepper),
+    "scaled": ScaledLearningRate.stepper,
+    "penalties": (ElasticLearningPenalty.stepper, NoLearningPenalty.stepper),
+}
+
+
+#: Training programs and their sessions, shared by every trainer of the same model
+#: structure (weights by shape only), loss, update rule and configuration: a grid search
+#: of small MLP fits built one per fit (1.7 ms of a 12 ms digits fit).
+PROGRAMS: BoundedCache[tuple[Any, InferenceSession] | None] = BoundedCache(64)
+
+
+#: The runtime's binding of each kind of program.
+BINDINGS: dict[type, type[ProgramRun]] = {
+    StepProgram: ProgramRun, LinearProgram: LinearProgramRun,
+    SparseLinearProgram: SparseLinearProgramRun,
+}
+
+
+def linear_steps(batch_rows: int, n_features: int, most: int, least: int) -> int:
+    """Batches per call of the linear program: the largest power of two up to ``most``
+    (``LINEAR_STEPS``) whose chunk reads at most ``LINEAR_CHUNK_VALUES`` feature
+    values (``steps * batch_rows * n_features``), and never fewer than ``least`` (the
+    other programs' ``PROGRAM_STEPS``) unless ``most`` is."""
+    fit = max(1, LINEAR_CHUNK_VALUES // (batch_rows * n_features))
+    return max(min(most, 1 << (fit.bit_length() - 1)), min(least, most))
+
+
+def penalty_scalars(penalty: Any) -> tuple[float, float, int]:
+    """The elastic penalty's ``l1``, ``l2`` and ``rows`` a program's schedule takes (no
+    decay, no threshold without it)."""
+    if isinstance(penalty, ElasticLearningPenalty):
+        return float(penalty.l1), float(penalty.l2), int(penalty.rows)
+    return 0.0, 0.0, 1
+
+
+def lean_loss(setup: TrainingSetup, state: TrainingState, penalized: tuple[str, ...],
+              penalty: bool) -> str | None:
+    r"""The :func:`~skl_ortgrad.training.programs.linear_program` loss computing what the
+    engine's gradient graph computes, or None.
+
+    Its model must be the linear score :math:`s = XW + b` with the trained weights
+    ``(W, b)``, in that order (:func:`~skl_ortgrad.graph.linear.linear_features`: its one
+    input is the features, and the training model's the features, the label and possibly
+    the sample weights), the penalty (if any) on :math:`W` alone, the loss exactly
+    ``SquareLearningLoss``, ``NegLogLearningLoss(eps=0, probability_function='sigmoid')``
+    or ``HingeLearningLoss`` (the perceptron too), whose gradient in :math:`s` is
+    :math:`s - y`, :math:`\sigma(s) - y` or :math:`-(2y - 1)` inside the margin, and the
+    weights float32 or float64. Several scores (:math:`K` columns of :math:`W`: the
+    one-vs-rest classes, each column its own binary loss) with the log and hinge losses.
+    """
+    loss = setup.loss
+    if type(loss) is SquareLearningLoss:
+        kind = "squared_error"
+    elif (type(loss) is NegLogLearningLoss and loss.probability_function == "sigmoid"
+          and loss.eps == 0):
+        kind = "log"
+    elif type(loss) is HingeLearningLoss:
+        kind = "hinge"
+    else:
+        return None
+    names, weights = state.names, state.weights
+    features = linear_features(setup.checked_model(), names, single_output=False)
+    if (
+        features is None or (penalty and penalized != (names[0],))
+        or weights[0].dtype not in (np.float32, np.float64)
+        or (weights[0].shape[1] > 1 and kind == "squared_error")
+    ):
+        return None
+    return kind
+
+
+class ProgramCache:
+    """The training programs of one trainer, and the binding of the last one used.
+
+    Parameters
+    ----------
+    engine : callable
+        ``engine(weighted)``: the trainer's forward/backward engine of model + loss, whose
+        static gradient graph the generic program runs.
+    """
+
+    def __init__(self, engine: Callable[[bool], OrtGradientForwardBackward]) -> None:
+        self._engine = engine
+        self._programs: dict[tuple, tuple[Any, InferenceSession] | None] = {}
+        self._binding: tuple[MiniBatchLoader, tuple, ProgramRun] | None = None
+
+    @property
+    def binding(self) -> ProgramRun | None:
+        """The program last bound (None before any)."""
+        return None if self._binding is None else self._binding[2]
+
+    def bound(self, setup: TrainingSetup, state: TrainingState, penalized: list[np.ndarray],
+              loader: MiniBatchLoader, weighted: bool, grouped: bool = False,
+              norms: bool = False) -> ProgramRun | None:
+        """The training program bound to ``loader``, or None where the per-batch path
+        must run.
+
+        It applies where it computes what the per-batch loop computes: on the CPU, dense
+        data (sparse data: the linear program's sparse form only), at least
+        ``LINEAR_MIN_BATCHES`` (linear program; ``GROUPED_LINEAR_MIN_BATCHES`` when the
+        epochs of the call may run in groups, ``grouped``) or ``PROGRAM_MIN_BATCHES``
+        (generic program) full batches, the update of plain SGD, momentum (Nesterov's or
+        not) or Adam (possibly in a ``ScaledLearningRate``; the linear program: plain SGD
+        only; momentum and Adam up to ``PROGRAM_MAX_STATE`` trained values, with their
+        state packed), no penalty or the elastic one, no averaging, ``verbose < 2`` (no
+        per-batch report), and the stock per-batch pieces (:data:`PROGRAM_PIECES`).
+        ``norms``: the program also writes the norms of the penalized weights (the
+        ``tol`` rule watches the objective). The program and its session are built once
+        per model structure, loss, update rule and configuration, and shared by every
+        trainer (:data:`PROGRAMS`); its feeds are bound once per loader and weight
+        buffers (and again when the loader serves other features).
+        """
+        size = int(setup.batch_size)
+        least_linear = GROUPED_LINEAR_MIN_BATCHES if grouped else LINEAR_MIN_BATCHES
+        rate, penalty = setup.rate, setup.penalty
+        scaled = type(rate).stepper is PROGRAM_PIECES["scaled"]
+        inner = rate.learning_rate if scaled else rate
+        full = loader.rows.count(size)
+        if (
+            PROGRAM_STEPS < 2 or full < min(PROGRAM_MIN_BATCHES, least_linear)
+            or setup.average or setup.verbose >= 2 or not setup.on_cpu
+            or OrtGradientStep.run is not PROGRAM_PIECES["run"]
+            or type(inner).stepper not in PROGRAM_PIECES["rates"]
+            or type(penalty).stepper not in PROGRAM_PIECES["penalties"]
+            or (inner.states_per_weight
+                and sum(w.size for w in state.weights) > PROGRAM_MAX_STATE)
+        ):
+            return None
+        names = tuple(name for name, w in zip(state.names, state.weights, strict=True)
+                      if any(w is p for p in penalized))
+        elastic = isinstance(penalty, ElasticLearningPenalty)
+        key = (weighted, size, PROGRAM_STEPS, LINEAR_STEPS, loader.sparse, names,
+               elastic and penalty.l1 > 0, elastic and penalty.l2 > 0, norms,
+               inner.update_key(), setup.loss_key(weighted))
+        if key not in self._programs:
+            shared = (key, skeleton_digest(setup.model, state.names),
+                      setup.external_data_dir, setup.weight_name, int(setup.n_threads),
+                      setup.severity, str(setup.device))
+            self._programs[key] = PROGRAMS.get(
+                shared, lambda: self._build(setup, state, *key[:-2], inner))
+        built = self._programs[key]
+        if built is None or full < (least_linear if isinstance(built[0], LinearProgram)
+                                    else PROGRAM_MIN_BATCHES):
+            return None
+        states = setup.rate.packed_states(state.rate_state, len(state.weights))
+        if states is None:
+            # An unpickled state is not packed: it trains per batch.
+            return None
+        arrays = [*state.weights, *states]
+        bound = self._binding
+        if bound is None or bound[0] is not loader or bound[1] != key or not bound[2].fits(
+                loader) or not bound[2].binds(arrays):
+            program, session = built
+            bound = loader, key, BINDINGS[type(program)](program, session, loader, arrays)
+            self._binding = bound
+        return bound[2]
+
+    def _build(
+        self, setup: TrainingSetup, state: TrainingState, weighted: bool, size: int,
+        steps: int, linear_steps_most: int, sparse: bool, penalized: tuple[str, ...],
+        l1: bool, l2: bool, norms: bool, update: BaseLearningRate,
+    ) -> tuple[StepProgram | LinearProgram, InferenceSession] | None:
+        """The program of ``steps`` batches of ``size`` rows (the linear program:
+        :func:`linear_steps`, up to ``linear_steps_most``; its sparse form for ``sparse``
+        features) updating with ``update`` and its session (the step's options); None
+        for a gradient graph the program cannot hold (control flow), and for sparse
+        features out of the linear program's reach.
+
+        The hand-written linear step (:func:`~skl_ortgrad.training.programs.
+        linear_program`, 6 to 11 nodes instead of the gradient graph's 30-odd; equal to
+        rounding in float32, not bit for bit) where it computes the same function
+        (:func:`lean_loss`), else the engine's static gradient graph plus the updates
+        (:func:`~skl_ortgrad.training.programs.generic_program`).
+        """
+        # The linear program writes plain SGD's update itself.
+        lean = (lean_loss(setup, state, penalized, l1 or l2)
+                if type(update).stepper is LearningRateSGD.stepper else None)
+        if sparse and lean is None:
+            return None
+        try:
+            if lean is not None:
+                n_features, n_outputs = state.weights[0].shape
+                program = linear_program(
+                    lean, n_features, linear_steps(size, n_features, linear_steps_most,
+                                                   steps),
+                    size, dtype=state.weights[0].dtype, l1=l1, l2=l2,
+                    threshold=getattr(setup.loss, "threshold", 1.0), sparse=sparse,
+                    n_outputs=n_outputs, norms=norms,
+                )
+            else:
+                program = generic_program(
+                    self._engine(weighted).step_function(size).model, state.names, steps,
+                    size, penalized=penalized, l1=l1, l2=l2, loss=LOSS_NAME, update=update,
+                    norms=norms,
+                )
+        except ValueError:
+            return None
+        options = setup.session_options()
+        if lean is None and self._engine(weighted).gradient_.unoptimized:
+            options = unoptimized_session_options(options)
+        return program, cached_session(program.model, options,
+                                       device_providers(setup.device))
