@@ -47,6 +47,11 @@ setup(
         # onnxruntime-training-cpu), both would write the same files.
         "gpu-cuda13": ["onnxruntime-gpu>=1.31"],
         "test": ["pytest>=8"],
+        # The PyTorch rows of bench/ (cases 1-5 and 10), left out without it. On Linux,
+        # PyPI's torch wheel brings the CUDA libraries (GBs): the CPU build satisfies this
+        # pin too (2.13.0+cpu), e.g. pip install torch==2.13.0 --index-url
+        # https://download.pytorch.org/whl/cpu before pip install -e .[bench].
+        "bench": ["torch==2.13.0"],
     },
     classifiers=[
         "Programming Language :: Python :: 3.10",

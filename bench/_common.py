@@ -8,6 +8,7 @@ table when it is not installed.
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import time
@@ -32,13 +33,31 @@ def quiet_warnings() -> None:
     warnings.filterwarnings("ignore")
 
 
-def torch_or_none() -> Any:
-    """The torch module, or None when it is not installed (it is an optional bench extra)."""
+#: The note of a table whose torch rows are left out.
+TORCH_MISSING = ("torch is not installed: `pip install torch==2.13.0` (the CPU build) to "
+                 "compare with it.")
+
+
+@functools.cache
+def _torch_and_threads() -> tuple[Any, int | None]:
+    """torch (or None) and its intra-op thread count when first imported, before any
+    script's ``set_num_threads``."""
     try:
         import torch
     except ImportError:
-        return None
-    return torch
+        return None, None
+    return torch, torch.get_num_threads()
+
+
+def torch_or_none() -> Any:
+    """The torch module, or None when it is not installed (it is an optional bench extra)."""
+    return _torch_and_threads()[0]
+
+
+def torch_default_threads() -> int | None:
+    """torch's own default number of intra-op threads (None without torch): the scripts
+    set it to 1 for their comparisons, this is what a user gets without doing so."""
+    return _torch_and_threads()[1]
 
 
 def interleaved_runs(

@@ -78,8 +78,8 @@ PROBLEMS: dict[str, tuple[int, int, str, str, Callable[[str], Any], Callable[[],
         100_000, 100, "regression", "float32",
         lambda b: OnnxSGDRegressor(backend=b, random_state=0),
         lambda: SGDRegressor(random_state=0)),
-    "SGDClassifier defaults (hinge), binary, 50k x 100": (
-        50_000, 100, "binary", "float32",
+    "SGDClassifier defaults (hinge), binary, 100k x 100": (
+        100_000, 100, "binary", "float32",
         lambda b: OnnxSGDClassifier(backend=b, random_state=0),
         lambda: SGDClassifier(random_state=0)),
     "SGDClassifier defaults (hinge), 10 classes, 50k x 100": (
@@ -152,12 +152,14 @@ def tables(result: dict[str, Any]) -> list[Table]:
     columns += ["scikit-learn s/epoch", "onnx / scikit-learn"]
     if both:
         columns.append("training / scikit-learn")
+    n_rounds = len(next(iter(result["epochs"].values()))["onnx"])
     epoch_table = Table(
         f"Gradient backends, seconds per epoch ({where})", columns,
         ["estimator partial_fit (one epoch) with its defaults, dense float32 input unless "
-         "the problem says otherwise, one thread everywhere; median of interleaved rounds "
-         "in one process; goal of the speed issue: at most 0.5x scikit-learn (the dense "
-         "float32 problems)"],
+         "the problem says otherwise, one thread everywhere; median of the epochs of "
+         f"{n_rounds} interleaved rounds (one epoch of each contender per round) in one "
+         "process; goal of the speed issue: at most 0.5x scikit-learn (the dense float32 "
+         "problems)"],
     )
     for name, runs in result["epochs"].items():
         times = {key: float(np.median(values)) for key, values in runs.items()}

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 from _common import (
+    TORCH_MISSING,
     Table,
     interleaved_runs,
     print_tables,
@@ -183,7 +184,7 @@ def epoch_table(X: np.ndarray, y: np.ndarray, batch: int | str, n_rounds: int) -
         f"ours/torch = {ratio(ours, tch)} -> {verdict(None if tch is None else ours / tch, 1.0)}.",
     ]
     if torch is None:
-        table.notes.append("torch is not installed: `pip install torch` to compare with it.")
+        table.notes.append(TORCH_MISSING)
     table.headlines.append((
         f"linear regression {N_ROWS // 1000}k x {N_FEATURES}, batch {bs}: ours / "
         "SGDRegressor(max_iter=1).fit",

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from _common import (
+    TORCH_MISSING,
     Table,
     interleaved_runs,
     print_tables,
@@ -102,7 +103,7 @@ def epoch_table(n_classes: int, batch: int | str, n_rounds: int) -> Table:
             "epoch, n_jobs=None); ours and torch train one softmax model."
         )
     if torch is None:
-        table.notes.append("torch is not installed: `pip install torch` to compare with it.")
+        table.notes.append(TORCH_MISSING)
     table.headlines.append((
         f"logistic, {kind}, {N_ROWS // 1000}k x {N_FEATURES}, batch {bs}: ours / "
         "SGDClassifier(max_iter=1).fit",

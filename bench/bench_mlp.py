@@ -14,11 +14,13 @@ forward, the cross-entropy gradient, an update with an L2 term of alpha / batch
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from _common import (
+    TORCH_MISSING,
     Table,
     interleaved_runs,
     print_tables,
@@ -50,20 +52,24 @@ def make_data(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 class TorchMLP:
-    """PyTorch CPU loop: Linear-ReLU-Linear, cross-entropy, SGD or Adam, same batches.
+    """PyTorch CPU loop: Linear layers with ReLU between them, cross-entropy, SGD or
+    Adam, same batches.
 
-    The L2 term is scikit-learn's (gradient alpha W / batch on every weight, biases too
-    here: torch's ``weight_decay`` applies to every parameter of the group).
+    ``layers``: the widths, input first, classes last. ``threads``: set by
+    ``torch.set_num_threads`` before every epoch. The L2 term is scikit-learn's (gradient
+    alpha W / batch on every weight, biases too here: torch's ``weight_decay`` applies to
+    every parameter of the group).
     """
 
-    def __init__(self, solver: str, threads: int = 1, seed: int = 0) -> None:
+    def __init__(self, solver: str, threads: int = 1, seed: int = 0,
+                 layers: tuple[int, ...] = (N_FEATURES, HIDDEN, N_CLASSES)) -> None:
         torch = torch_or_none()
         self.torch, self.threads = torch, threads
         torch.manual_seed(seed)
-        self.model = torch.nn.Sequential(
-            torch.nn.Linear(N_FEATURES, HIDDEN), torch.nn.ReLU(),
-            torch.nn.Linear(HIDDEN, N_CLASSES),
-        )
+        modules: list[Any] = []
+        for n_in, n_out in itertools.pairwise(layers):
+            modules += [torch.nn.Linear(n_in, n_out), torch.nn.ReLU()]
+        self.model = torch.nn.Sequential(*modules[:-1])
         decay = ALPHA / BATCH
         if solver == "sgd":
             self.opt = torch.optim.SGD(self.model.parameters(), lr=ETA_SGD, weight_decay=decay)
@@ -83,6 +89,7 @@ class TorchMLP:
         perm = torch.randperm(Xt.shape[0], generator=self.generator)
         Xp, yp = Xt[perm], yt[perm]
         model, opt, loss = self.model, self.opt, self.loss
+        model.train()
         for start in range(0, Xt.shape[0], BATCH):
             opt.zero_grad(set_to_none=True)
             loss(model(Xp[start:start + BATCH]), yp[start:start + BATCH]).backward()
@@ -195,7 +202,7 @@ def epoch_table(n_rounds: int) -> Table:
             f"{ratio(ours_t, tch)} -> {verdict(None if tch is None else ours_t / tch, 1.0)}."
         )
     if torch is None:
-        notes.append("torch is not installed: `pip install torch` to compare with it.")
+        notes.append(TORCH_MISSING)
     table.notes += notes
     for solver, label in (("adam", "Adam"), ("sgd", "SGD")):
         table.headlines.append((
