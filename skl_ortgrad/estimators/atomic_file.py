@@ -29,6 +29,28 @@ def _fsync_folder(folder: str) -> None:
         os.close(descriptor)
 
 
+def target_path(path: str | os.PathLike) -> str:
+    """The absolute path of the file ``path`` names, checked before anything is written.
+
+    Raises
+    ------
+    ValueError
+        If ``path`` is empty, ends with a path separator, or is an existing folder: it
+        names no file (an empty path would otherwise stand for the current folder, and
+        the write would create its temporary file in the folder above).
+    """
+    text = os.fspath(path)
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if not text:
+        raise ValueError("the path is empty: give the file to write, such as 'model.onnx'.")
+    separators = (os.sep, os.altsep) if os.altsep else (os.sep,)
+    if text.endswith(separators) or os.path.isdir(text):
+        raise ValueError(f"{text!r} is a folder, not a file: give the file to write, "
+                         f"such as {os.path.join(text, 'model.onnx')!r}.")
+    return os.path.abspath(text)
+
+
 def write_atomically(path: str | os.PathLike, data: bytes) -> None:
     """Replace the content of ``path`` with ``data`` in one step.
 
@@ -41,11 +63,13 @@ def write_atomically(path: str | os.PathLike, data: bytes) -> None:
 
     Raises
     ------
+    ValueError
+        If ``path`` names no file (:func:`target_path`); nothing is written.
     OSError
         If the folder cannot be written; ``path`` is then unchanged and no temporary
         file is left behind.
     """
-    path = os.path.abspath(os.fspath(path))
+    path = target_path(path)
     folder, name = os.path.split(path)
     while True:
         temporary = os.path.join(folder, f".{name}.{secrets.token_hex(8)}.tmp")

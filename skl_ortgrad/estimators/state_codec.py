@@ -4,8 +4,9 @@
 arrays become ONNX tensors referenced by name, stored once however often they appear.
 :class:`StateDecoder` reads them back, accepting only what the encoder writes: JSON
 values, tensors of a numeric or boolean type, and objects of a known class (the training
-objects of skl_ortgrad, a short list of scikit-learn models) rebuilt from their
-parameters. Nothing is imported or called by name from the data, unlike pickle.
+objects of skl_ortgrad, a short list of scikit-learn models and, since format 2 of the
+files, of scikit-learn transformers) rebuilt from their parameters and fitted state.
+Nothing is imported or called by name from the data, unlike pickle.
 
 Encoded forms (``$``-tagged dicts are the only JSON objects written):
 
@@ -22,17 +23,33 @@ numpy scalar type, dtype                   ``{"$type": "float32"}``, ``{"$dtype"
 training object                            ``{"$learning": "LearningRateSGD", "params"}``
 scikit-learn model                         ``{"$sklearn": "...Ridge", "params", "fitted"}``
 numpy RandomState                          ``{"$random_state": [...]}`` (state only)
+scikit-learn transformer (transformers)    ``{"$transformer": "...StandardScaler",
+                                           "params", "state"}``
+slice (transformers)                       ``{"$slice": [start, stop, step]}``
+other 1-D object array (transformers)      ``{"$objects": [...]}`` (encoded items)
+an object of a caller's extension          ``{"$<tag>": ...}`` (see ``objects``)
 =========================================  ============================================
+
+The forms marked *transformers* are written and read with ``transformers=True``: files
+of format 2 (pipelines, and the pipelines ``OnnxGradient*`` wrap), not those of format 1.
+A scikit-learn model keeps its public fitted attributes (``coef_``...), from which
+:func:`_private_state` rebuilds what it needs to predict; a transformer keeps every
+attribute that is not a parameter, private ones included (``OneHotEncoder``'s
+``_n_features_outs``, ``ColumnTransformer``'s ``output_indices_``...): those are
+scikit-learn's own state for its version, which a file of a pipeline records.
 """
 
 from __future__ import annotations
 
 import hashlib
 import inspect
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 from onnx import TensorProto, numpy_helper
+from sklearn.compose import ColumnTransformer
+from sklearn.impute import SimpleImputer
 from sklearn.linear_model import (
     ElasticNet,
     Lasso,
@@ -43,7 +60,16 @@ from sklearn.linear_model import (
     SGDRegressor,
 )
 from sklearn.neural_network import MLPClassifier, MLPRegressor
-from sklearn.preprocessing import LabelBinarizer
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import (
+    FunctionTransformer,
+    LabelBinarizer,
+    MaxAbsScaler,
+    MinMaxScaler,
+    OneHotEncoder,
+    RobustScaler,
+    StandardScaler,
+)
 
 from skl_ortgrad.optim.base import BaseLearningObject
 from skl_ortgrad.runtime.random_state import blank_random_state
@@ -60,8 +86,55 @@ SKLEARN_MODELS: dict[str, type] = {
     for cls in classes
 }
 
+#: The scikit-learn transformers and containers a saved pipeline may hold: their
+#: parameters and fitted state are numbers, strings, arrays, slices and the transformers
+#: themselves. ``FunctionTransformer`` is there for ``ColumnTransformer``'s
+#: ``remainder='passthrough'``, which it fits as a ``FunctionTransformer()`` (the
+#: identity): one with a function cannot be encoded (a function is code), nor decoded
+#: (scikit-learn's validation wants a callable, which JSON cannot give).
+SKLEARN_TRANSFORMERS: dict[str, type] = {
+    f"sklearn.{module}.{cls.__name__}": cls
+    for module, classes in (
+        ("compose", (ColumnTransformer,)),
+        ("impute", (SimpleImputer,)),
+        ("pipeline", (Pipeline,)),
+        ("preprocessing", (FunctionTransformer, MaxAbsScaler, MinMaxScaler, OneHotEncoder,
+                           RobustScaler, StandardScaler)),
+    )
+    for cls in classes
+}
+
 # Tensor types a state may hold (numpy_helper reads them back with their dtype).
 _TENSOR_KINDS = "biuf"
+# Dtypes a transformer's state may name (SimpleImputer's _fit_dtype of strings: object).
+_DTYPE_KINDS = _TENSOR_KINDS + "OU"
+
+#: Encodes an object of a caller's class: (encoder, value, where) -> its JSON form.
+ObjectEncoder = Callable[["StateEncoder", Any, str], Any]
+#: Decodes a caller's tag: (decoder, JSON form, where) -> the object.
+ObjectDecoder = Callable[["StateDecoder", dict, str], Any]
+
+
+def _registered(registry: dict[str, type], value: Any) -> str | None:
+    """The name ``value``'s exact class has in ``registry`` (None for a subclass)."""
+    return next((name for name, cls in registry.items() if type(value) is cls), None)
+
+
+def check_attribute_names(values: Any, where: str, forbidden: set[str]) -> None:
+    """``values`` is a dict of attributes to set: identifiers, none of them dunder or
+    ``forbidden``.
+
+    Raises
+    ------
+    ValueError
+        Naming the attributes that cannot be set.
+    """
+    if not isinstance(values, dict):
+        raise ValueError(f"{where} is a dict.")
+    bad = [name for name in values
+           if not name.isidentifier() or name.startswith("__") or name in forbidden]
+    if bad:
+        raise ValueError(f"{where} holds attributes that cannot be set: {sorted(bad)}.")
 
 
 def _training_classes() -> dict[str, type]:
@@ -93,13 +166,26 @@ def _private_state(model: Any) -> None:
 class StateEncoder:
     """Encode values into JSON, collecting the tensors they reference.
 
+    Parameters
+    ----------
+    transformers : bool
+        Whether the scikit-learn transformers and containers of
+        :data:`SKLEARN_TRANSFORMERS` (slices, object arrays) may be encoded: files of
+        format 2.
+    objects : mapping of type to callable, optional
+        Encoders of the caller's own classes (exact types), tried first: how a pipeline
+        file writes the estimators of skl_ortgrad it holds.
+
     Attributes
     ----------
     tensors : list of onnx.TensorProto
         Every array encoded, once per distinct content.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, transformers: bool = False,
+                 objects: Mapping[type, ObjectEncoder] | None = None) -> None:
+        self.transformers = transformers
+        self.objects = dict(objects or {})
         self.tensors: list[TensorProto] = []
         self._names: dict[tuple, str] = {}
 
@@ -122,6 +208,9 @@ class StateEncoder:
         ValueError
             If ``value`` (or a part of it) is of a type the format does not hold.
         """
+        handler = self.objects.get(type(value))
+        if handler is not None:
+            return handler(self, value, where)
         if isinstance(value, np.generic):
             # Before the Python types: np.float64 is a float, and would lose its type.
             if value.dtype.kind not in _TENSOR_KINDS:
@@ -142,21 +231,40 @@ class StateEncoder:
         if isinstance(value, type) and issubclass(value, np.generic):
             return {"$type": np.dtype(value).name}
         if isinstance(value, np.dtype):
-            return {"$dtype": value.name}
+            if value.kind not in (_DTYPE_KINDS if self.transformers else _TENSOR_KINDS):
+                raise ValueError(f"{where}: the dtype {value} cannot be saved.")
+            return {"$dtype": value.str if value.kind == "U" else value.name}
+        if self.transformers and isinstance(value, slice):
+            return {"$slice": self.encode([value.start, value.stop, value.step], where)}
         if _training_classes().get(type(value).__name__) is type(value):
             return {"$learning": type(value).__name__,
                     "params": self.encode(value.get_params(deep=False), where, random_state)}
-        name = next((name for name, cls in SKLEARN_MODELS.items() if type(value) is cls), None)
+        name = _registered(SKLEARN_MODELS, value)
         if name is not None:
             return {"$sklearn": name,
                     "params": self.encode(value.get_params(deep=False), f"{where}.params"),
                     "fitted": self.encode(_fitted_attributes(value), f"{where}.fitted")}
+        name = _registered(SKLEARN_TRANSFORMERS, value) if self.transformers else None
+        if name is not None:
+            params = value.get_params(deep=False)
+            state = {key: item for key, item in vars(value).items() if key not in params}
+            return {"$transformer": name,
+                    "params": self.encode(params, f"{where}.params"),
+                    "state": self.encode(state, f"{where}.state")}
         if random_state and isinstance(value, np.random.RandomState):
             return {"$random_state": self.encode(list(value.get_state()), where)}
+        if callable(value):
+            raise ValueError(
+                f"{where} = {value!r} is a function (or a class): code, which the format "
+                "cannot hold (loading runs no code). Use pickle for it (pickles execute "
+                "code when loaded: only load those you trust)."
+            )
+        models = sorted(SKLEARN_MODELS) + (sorted(SKLEARN_TRANSFORMERS) if self.transformers
+                                           else [])
         raise ValueError(
             f"{where} = {value!r} ({type(value).__name__}) cannot be saved: the format "
             "holds numbers, strings, arrays, skl_ortgrad's training objects and the "
-            f"scikit-learn models {sorted(SKLEARN_MODELS)}. Use pickle for anything else "
+            f"scikit-learn models {models}. Use pickle for anything else "
             "(pickles execute code when loaded: only load those you trust)."
         )
 
@@ -165,6 +273,10 @@ class StateEncoder:
                 and all(isinstance(item, str) for item in array)):
             # Labels and feature names.
             return {"$strings": array.tolist(), "dtype": array.dtype.str}
+        if self.transformers and array.dtype.kind == "O" and array.ndim == 1:
+            # OneHotEncoder's drop_idx_: indices or None.
+            return {"$objects": [self.encode(item, f"{where}[{i}]")
+                                 for i, item in enumerate(array)]}
         if array.dtype.kind not in _TENSOR_KINDS:
             raise ValueError(f"{where}: arrays of dtype {array.dtype} cannot be saved.")
         # Not np.ascontiguousarray: it makes a 0-d array 1-d.
@@ -183,10 +295,19 @@ class StateDecoder:
     ----------
     tensors : list of onnx.TensorProto
         The tensors the JSON refers to.
+    transformers : bool
+        Whether the forms ``$transformer``, ``$slice`` and ``$objects`` (and dtypes of
+        strings) are read: files of format 2, not those of format 1.
+    objects : mapping of str to callable, optional
+        Decoders of the caller's own tags (``"$estimator"``), the counterparts of
+        :class:`StateEncoder`'s ``objects``.
     """
 
-    def __init__(self, tensors: list[TensorProto]) -> None:
+    def __init__(self, tensors: list[TensorProto], transformers: bool = False,
+                 objects: Mapping[str, ObjectDecoder] | None = None) -> None:
         self._tensors = {tensor.name: tensor for tensor in tensors}
+        self.transformers = transformers
+        self.objects = dict(objects or {})
 
     def decode(self, value: Any, where: str) -> Any:
         """Return the value ``value`` encodes.
@@ -205,12 +326,18 @@ class StateDecoder:
         if not isinstance(value, dict) or len([k for k in value if k.startswith("$")]) != 1:
             raise ValueError(f"{where}: {value!r} is not a value the format writes.")
         tag = next(key for key in value if key.startswith("$"))
-        reader = {
+        readers = {
             "$tuple": self._tuple, "$dict": self._dict, "$tensor": self._tensor,
             "$strings": self._strings, "$scalar": self._scalar, "$type": self._dtype,
             "$dtype": self._dtype, "$learning": self._learning, "$sklearn": self._sklearn,
             "$random_state": self._random_state,
-        }.get(tag)
+        }
+        if self.transformers:
+            readers.update({"$transformer": self._transformer, "$slice": self._slice,
+                            "$objects": self._objects})
+        if tag in self.objects:
+            return self.objects[tag](self, value, where)
+        reader = readers.get(tag)
         if reader is None:
             raise ValueError(f"{where}: unknown tag {tag!r}.")
         return reader(value, where)
@@ -267,7 +394,8 @@ class StateDecoder:
     def _dtype(self, value: dict, where: str) -> Any:
         tag = next(iter(value))
         self._fields(value, {tag}, where)
-        dtype = np.dtype(self._dtype_name(value[tag], where, kinds=_TENSOR_KINDS))
+        kinds = _DTYPE_KINDS if self.transformers and tag == "$dtype" else _TENSOR_KINDS
+        dtype = np.dtype(self._dtype_name(value[tag], where, kinds=kinds))
         return dtype.type if tag == "$type" else dtype
 
     @staticmethod
@@ -314,6 +442,44 @@ class StateDecoder:
         model.__dict__.update(fitted)
         _private_state(model)
         return model
+
+    def _transformer(self, value: dict, where: str) -> Any:
+        self._fields(value, {"$transformer", "params", "state"}, where)
+        name = value["$transformer"]
+        cls = SKLEARN_TRANSFORMERS.get(name) if isinstance(name, str) else None
+        if cls is None:
+            raise ValueError(f"{where}: {name!r} is not one of the scikit-learn transformers "
+                             f"the format holds ({sorted(SKLEARN_TRANSFORMERS)}).")
+        model = self._instance(cls, value, where)
+        try:
+            # scikit-learn's own checks (InvalidParameterError is a ValueError).
+            model._validate_params()
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: {cls.__name__} refuses its parameters: {exc}") from exc
+        state = self.decode(value["state"], f"{where}.state")
+        check_attribute_names(state, f"{where}.state", forbidden=set(model.get_params(deep=False)))
+        model.__dict__.update(state)
+        return model
+
+    def _slice(self, value: dict, where: str) -> slice:
+        self._fields(value, {"$slice"}, where)
+        bounds = value["$slice"]
+        if not isinstance(bounds, list) or len(bounds) != 3 or not all(
+                bound is None or (isinstance(bound, int) and not isinstance(bound, bool))
+                for bound in bounds):
+            raise ValueError(f"{where}: a slice holds [start, stop, step], integers or null.")
+        return slice(*bounds)
+
+    def _objects(self, value: dict, where: str) -> np.ndarray:
+        self._fields(value, {"$objects"}, where)
+        items = self.decode(value["$objects"], where)
+        if not isinstance(items, list):
+            raise ValueError(f"{where}: an array of objects holds a list.")
+        # Item by item: np.array would stack items that are arrays into more dimensions.
+        array = np.empty(len(items), dtype=object)
+        for i, item in enumerate(items):
+            array[i] = item
+        return array
 
     def _random_state(self, value: dict, where: str) -> np.random.RandomState:
         self._fields(value, {"$random_state"}, where)

@@ -1,9 +1,11 @@
 """skl_ortgrad.save / load: one ONNX file that onnxruntime serves as is, that resumes
-training bit for bit, that runs no code when loaded (anything else is refused), and that
-a process killed while saving never leaves torn."""
+training bit for bit, that runs no code when loaded (anything else is refused), whose
+every byte is covered by a digest (one byte changed anywhere: refused), and that a
+process killed while saving never leaves torn. Pipelines: test_pipeline_persistence.py."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pickle
@@ -18,6 +20,7 @@ import onnx
 import pandas as pd
 import pytest
 from _estimators import ALL_ESTIMATORS
+from _file_edits import flip_every_byte
 from onnx import numpy_helper
 from onnx.external_data_helper import set_external_data
 from onnxruntime import InferenceSession
@@ -26,7 +29,7 @@ from sklearn.datasets import load_iris
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression, Ridge
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
 from skl_ortgrad import (
     LearningRateSGDNesterov,
@@ -38,7 +41,7 @@ from skl_ortgrad import (
     load,
     save,
 )
-from skl_ortgrad.estimators import atomic_file, persistence
+from skl_ortgrad.estimators import atomic_file, integrity, persistence
 
 _X, Y = load_iris(return_X_y=True)
 X = (_X - _X.mean(axis=0)) / _X.std(axis=0)
@@ -89,6 +92,9 @@ def test_round_trip_predicts_the_same_and_resumes_bit_for_bit(tmp_path, estimato
         if hasattr(model, name):
             _assert_same_arrays([getattr(loaded, name)], [getattr(model, name)])
     _assert_same_arrays(loaded.optimizer_.lr_state_, model.optimizer_.lr_state_)
+    # Nothing lost: saved again, the loaded estimator writes the same bytes.
+    save(loaded, tmp_path / "again.onnx")
+    assert (tmp_path / "again.onnx").read_bytes() == path.read_bytes()
     # Two shuffled partial_fit calls: the same as the pickled estimator's, bit for bit.
     pickled = pickle.loads(pickle.dumps(model))
     y = _targets(model)
@@ -153,34 +159,82 @@ def test_save_refuses_what_the_format_cannot_hold(tmp_path):
     with pytest.raises(NotFittedError):
         save(OnnxSGDRegressor(), path)
     with pytest.raises(ValueError, match=r"skl_ortgrad.save writes the estimators \[.*"
-                                         r"'OnnxSGDRegressor'\], got LinearRegression"):
+                                         r"'OnnxSGDRegressor'\] and Pipelines ending in "
+                                         r"one, got LinearRegression"):
         save(LinearRegression().fit(X, Y_REG), path)
     shared = OnnxSGDRegressor(random_state=np.random.RandomState(0), max_iter=1).fit(X, Y_REG)
     with pytest.raises(ValueError, match=r"params\.random_state = RandomState\(MT19937\).*"
                                          r"cannot be saved.*Use pickle"):
         save(shared, path)
-    pipeline = OnnxGradientRegressor(make_pipeline(StandardScaler(), Ridge()), max_iter=1)
-    pipeline.fit(X, Y_REG)
-    with pytest.raises(ValueError, match=r"params\.estimator = Pipeline\(.*\(Pipeline\) "
-                                         r"cannot be saved"):
-        save(pipeline, path)
+    function = OnnxGradientRegressor(make_pipeline(FunctionTransformer(np.log1p), Ridge()),
+                                     max_iter=1)
+    function.fit(X + 3, Y_REG)
+    with pytest.raises(ValueError, match=r"params\.estimator\.params\.steps\[0\]\[1\]\.params"
+                                         r"\.func = <ufunc 'log1p'> is a function "
+                                         r"\(or a class\): code"):
+        save(function, path)
     assert not any(tmp_path.iterdir())
 
 
-def test_a_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
+def test_a_fine_tuned_pipeline_round_trips(tmp_path):
+    """OnnxGradient* wrapping a pipeline of scikit-learn transformers (format 2)."""
+    model = OnnxGradientRegressor(make_pipeline(StandardScaler(), Ridge()), max_iter=2,
+                                  random_state=0).fit(X, Y_REG)
+    save(model, tmp_path / "model.onnx")
+    loaded = load(tmp_path / "model.onnx")
+    assert repr(loaded) == repr(model)
+    pickled = pickle.loads(pickle.dumps(model))
+    for copy in (pickled, loaded):
+        copy.partial_fit(X[50:], Y_REG[50:])
+    _assert_same_arrays(loaded.optimizer_.weights_, pickled.optimizer_.weights_)
+    _assert_same_arrays([loaded.predict(X)], [pickled.predict(X)])
+
+
+def _raise(error):
+    def fail(*args, **kwargs):
+        raise error
+    return fail
+
+
+@pytest.mark.parametrize(("function", "error"), [
+    ("replace", OSError("disk full")),
+    ("fsync", OSError("I/O error")),
+    ("replace", KeyboardInterrupt()),
+], ids=["replace", "fsync", "interrupt"])
+def test_a_failed_write_keeps_the_previous_file(tmp_path, monkeypatch, function, error):
     path = tmp_path / "model.onnx"
     first = _fitted(OnnxSGDRegressor)
     save(first, path)
     content = path.read_bytes()
-
-    def fail(source, target):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(atomic_file.os, "replace", fail)
-    with pytest.raises(OSError, match="disk full"):
-        save(_fitted(OnnxSGDRegressor, random_state=1), path)
+    second = _fitted(OnnxSGDRegressor, random_state=1)
+    monkeypatch.setattr(atomic_file.os, function, _raise(error))
+    with pytest.raises(type(error)):
+        save(second, path)
     assert path.read_bytes() == content
     assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"]
+
+
+def test_a_path_that_names_no_file_is_refused_before_anything_is_written(tmp_path,
+                                                                         monkeypatch):
+    model = _fitted(OnnxSGDRegressor)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    # An empty path would stand for the current folder: its temporary file would go to
+    # the folder above, then the rename over a folder fail (IsADirectoryError).
+    with pytest.raises(ValueError, match=r"^skl_ortgrad\.save cannot write to '': the path is "
+                                         r"empty: give the file to write, such as "
+                                         r"'model\.onnx'\.$"):
+        save(model, "")
+    for folder in (work, "sub/", tmp_path):
+        with pytest.raises(ValueError, match=r"skl_ortgrad\.save cannot write to .*: '.*' is "
+                                             r"a folder, not a file: give the file to write, "
+                                             r"such as '.*model\.onnx'"):
+            save(model, folder)
+    with pytest.raises(FileNotFoundError):
+        save(model, tmp_path / "missing" / "model.onnx")
+    assert [p.name for p in tmp_path.iterdir()] == ["work"]
+    assert not any(work.iterdir())
 
 
 # -- what load refuses ----------------------------------------------------------------------
@@ -188,10 +242,11 @@ def test_a_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
-    """The ONNX model of a saved OnnxSGDRegressor and of a saved fine-tuned Ridge."""
+    """The ONNX model of a saved OnnxSGDRegressor, fine-tuned Ridge and OnnxMLPClassifier."""
     folder = tmp_path_factory.mktemp("saved")
     models = {}
-    for name, estimator in (("sgd", OnnxSGDRegressor), ("ridge", ALL_ESTIMATORS[4])):
+    for name, estimator in (("sgd", OnnxSGDRegressor), ("ridge", ALL_ESTIMATORS[4]),
+                            ("mlp", OnnxMLPClassifier)):
         save(_fitted(estimator), folder / f"{name}.onnx")
         models[name] = onnx.load(folder / f"{name}.onnx")
     return models
@@ -246,13 +301,30 @@ def _no_metadata(model):
     del model.metadata_props[:]
 
 
+def _signed(model):
+    """The bytes of ``model`` with a digest of their own, as save writes them: what a
+    file edited on purpose, its digest recomputed, looks like."""
+    kept = [prop for prop in model.metadata_props if prop.key != integrity.DIGEST_KEY]
+    del model.metadata_props[:]
+    model.metadata_props.extend(kept)
+    return integrity.sign(model.SerializeToString())
+
+
+# Each row edits a saved model and signs it again: the digest holds, the content does not.
 _LOAD_ROWS = [
     ("no-metadata", "sgd", _no_metadata,
      r"no 'skl_ortgrad' metadata: the file was not written by skl_ortgrad\.save"),
-    ("format", "sgd", _edit_json(["format"], 2),
-     r"in format 2; skl_ortgrad [\d.]+ reads format 1"),
+    ("format", "sgd", _edit_json(["format"], 3),
+     r"in format 3; skl_ortgrad [\d.]+ reads formats 1 and 2"),
+    ("format-1-with-digest", "sgd", _edit_json(["format"], 1),
+     r"format 1 with a digest: the file was damaged, or changed after skl_ortgrad\.save "
+     r"wrote it"),
+    ("fields", "sgd", _edit_json(["pipeline"], {}),
+     r"the metadata is not a document of skl_ortgrad\.save"),
     ("class", "sgd", _edit_json(["estimator", "class"], "Popen"),
      r"'Popen' is not an estimator of skl_ortgrad"),
+    ("classifier-as-regressor", "mlp", _edit_json(["estimator", "class"], "OnnxMLPRegressor"),
+     r"the attributes are not those of a fitted OnnxMLPRegressor: a classes_"),
     ("training-object", "sgd",
      _edit_json(["estimator", "params", "learning_rate"],
                 {"$learning": "system", "params": {"$dict": {"command": "rm -rf /"}}}),
@@ -292,7 +364,7 @@ def test_load_refuses_anything_but_what_save_writes(tmp_path, monkeypatch, saved
     model.CopyFrom(saved[which])
     tamper(model)
     path = tmp_path / "model.onnx"
-    path.write_bytes(model.SerializeToString())
+    path.write_bytes(_signed(model))
     # A state file a crafted model could point to, in the current directory.
     (tmp_path / "state.bin").write_bytes(b"\0" * 64)
     monkeypatch.chdir(tmp_path)
@@ -305,6 +377,114 @@ def test_load_refuses_a_file_that_is_not_onnx(tmp_path):
     path = tmp_path / "model.onnx"
     path.write_bytes(b"\x0a\xff\xff\xff\xff\x0f")
     with pytest.raises(ValueError, match=r"as a skl_ortgrad estimator: Error parsing message"):
+        load(path)
+
+
+# -- the integrity digest ---------------------------------------------------------------
+
+_DAMAGED = r"the file was damaged, or changed after skl_ortgrad\.save wrote it\.$"
+
+
+def _refused(path, message=_DAMAGED):
+    return pytest.raises(ValueError, match=(
+        rf"^Cannot load '{re.escape(str(path))}' as a skl_ortgrad estimator: .*{message}"))
+
+
+def test_one_byte_changed_anywhere_is_refused(tmp_path):
+    """Every position of the file, from the ONNX header through the graph, its weights,
+    the JSON document and the state tensors to the digest itself: before the digest, 76
+    of 126 changed bytes loaded (a shuffling state changed, weights that no longer matched
+    the graph that predicts, n_iter_ renamed n_3ter_, predictions off by 1e23)."""
+    model = _fitted(OnnxSGDClassifier)
+    path = tmp_path / "model.onnx"
+    save(model, path)
+    messages = flip_every_byte(path, load)
+    assert len(messages) == len(path.read_bytes())
+    assert [position for position, m in messages.items() if m is None] == []
+    expected = re.compile(rf"^Cannot load '{re.escape(str(path))}' as a skl_ortgrad "
+                          rf"estimator: .*{_DAMAGED}")
+    assert [m for m in messages.values() if not expected.match(m)] == []
+    # Most changes break the digest; those in the digest's own key leave a file without
+    # one, which format 2 never is.
+    assert {m.split(": ", 1)[1].split(":")[0] for m in messages.values()} == {
+        "its content does not match its integrity digest",
+        "it has no integrity digest, which every file of format 2 ends with"}
+    _assert_same_arrays(_outputs(load(path), X), _outputs(model, X))
+
+
+def test_an_edited_class_name_is_refused(tmp_path):
+    """A classifier whose class name is edited into a regressor's (the same length with
+    a space more: the protobuf and the JSON stay valid) used to load and predict class
+    indices as floats."""
+    path = tmp_path / "model.onnx"
+    save(_fitted(OnnxMLPClassifier), path)
+    data = path.read_bytes()
+    assert data.count(b'"class": "OnnxMLPClassifier"') == 1
+    path.write_bytes(data.replace(b'"class": "OnnxMLPClassifier"',
+                                  b'"class":  "OnnxMLPRegressor"'))
+    with _refused(path, r"its content does not match its integrity digest: " + _DAMAGED):
+        load(path)
+    # Edited through onnx: the digest is no longer the file's last bytes.
+    path.write_bytes(data)
+    model = onnx.load(path)
+    entry, document = _document(model)
+    document["estimator"]["class"] = "OnnxMLPRegressor"
+    entry.value = json.dumps(document)
+    onnx.save(model, path)
+    with _refused(path, r"it has no integrity digest, which every file of format 2 ends "
+                        r"with: " + _DAMAGED):
+        load(path)
+
+
+RELEASE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "release-0.1.0",
+                       "sgd_regressor.onnx")
+
+
+def _edited_release(edit):
+    model = onnx.load(RELEASE)
+    edit(model)
+    return model.SerializeToString()
+
+
+def _release_version(version):
+    def edit(model):
+        entry, document = _document(model)
+        document["version"] = version
+        entry.value = json.dumps(document)
+    return edit
+
+
+def _extra_metadata(model):
+    model.metadata_props.add(key="note", value="x")
+
+
+_LEGACY_ROWS = [
+    ("version", _edited_release(_release_version("0.1.1"))),
+    ("metadata", _edited_release(_extra_metadata)),
+    # ir_version written twice: protobuf keeps the last, and writes it back once.
+    ("not-canonical", b"\x08\x0a" + open(RELEASE, "rb").read()),
+]
+
+
+@pytest.mark.parametrize(("case", "data"), _LEGACY_ROWS, ids=[row[0] for row in _LEGACY_ROWS])
+def test_a_file_without_digest_loads_only_as_release_0_1_0_wrote_it(tmp_path, case, data):
+    """Files of format 1 (skl_ortgrad 0.1.0) have no digest: they load in exactly that
+    release's layout (tests/test_release_fixtures.py), and nothing else does."""
+    assert isinstance(load(RELEASE), OnnxSGDRegressor)
+    path = tmp_path / "model.onnx"
+    path.write_bytes(data)
+    with _refused(path, r"it has no integrity digest, which files have since format 2, and "
+                        r"is not a file of format 1 as skl_ortgrad 0\.1\.0 wrote it: "
+                        + _DAMAGED):
+        load(path)
+
+
+def test_a_file_of_format_2_without_its_digest_is_refused(tmp_path):
+    path = tmp_path / "model.onnx"
+    save(_fitted(OnnxSGDRegressor), path)
+    path.write_bytes(path.read_bytes()[:-integrity.TRAILER_SIZE])
+    with _refused(path, r"it has no integrity digest, which every file of format 2 ends "
+                        r"with: " + _DAMAGED):
         load(path)
 
 
@@ -376,7 +556,13 @@ def test_document_names_the_format_and_version(tmp_path):
     save(_fitted(OnnxSGDRegressor), tmp_path / "model.onnx")
     model = onnx.load(tmp_path / "model.onnx")
     _, document = _document(model)
-    assert document["format"] == persistence.FORMAT == 1
+    assert document["format"] == persistence.FORMAT == 2
     assert document["estimator"]["class"] == "OnnxSGDRegressor"
     assert [info.algorithm.name for info in model.training_info] == [persistence.STATE_GRAPH]
     onnx.checker.check_model(model, full_check=True)
+    # The digest: the SHA-256 of every byte before its own entry, the file's last bytes.
+    assert [prop.key for prop in model.metadata_props] == ["skl_ortgrad", "skl_ortgrad.sha256"]
+    data = (tmp_path / "model.onnx").read_bytes()
+    digest = model.metadata_props[1].value
+    assert digest == hashlib.sha256(data[:-integrity.TRAILER_SIZE]).hexdigest()
+    assert data.endswith(digest.encode())
