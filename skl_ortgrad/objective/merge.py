@@ -204,11 +204,13 @@ def add_loss_output(
     * ``'absolute_error'`` (``'l1'``): :math:`\\ell = |d|`;
     * ``'elastic'``: :math:`\\ell = l_1 |d| + l_2 d^2` (``l1_weight``, ``l2_weight``, 0.5 each
       by default);
-    * ``'log'``: the binary log loss of a probability,
-      :math:`\\ell = -y \\log p - (1 - y) \\log(1 - p)`, :math:`p` the last column of the
-      prediction (``probabilities`` of a binary classifier), clipped to
-      :math:`[\\epsilon, 1 - \\epsilon]` (``eps``, default 1e-5); labels in {0, 1} as an int64
-      column;
+    * ``'log'``: the binary log loss of a probability averaged over the :math:`N` rows
+      (scikit-learn's ``log_loss``, onnxcustom's ``'log'``): the loss is
+      :math:`\\frac1N \\sum_i w_i \\ell_i`,
+      :math:`\\ell_i = -y_i \\log p_i - (1 - y_i) \\log(1 - p_i)`, :math:`p` the last column
+      of the prediction (``probabilities`` of a binary classifier), clipped to
+      :math:`[\\epsilon, 1 - \\epsilon]` (``eps`` < 0.5, default 1e-5; none with
+      :math:`\\epsilon \\le 0`); labels in {0, 1} as an int64 column;
     * any other kind of :func:`~skl_ortgrad.objective.loss_graphs.build_loss_graph`
       (``huber``, ``hinge``...), as defined there.
 
