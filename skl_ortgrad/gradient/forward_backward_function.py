@@ -135,6 +135,26 @@ class OrtGradientForwardBackwardFunction:
             vect.push_back(tensor)
         return vect
 
+    def shaped_weights(self, tensors: Sequence[Any]) -> list[Any]:
+        """``tensors`` (the inputs, then the weights) with every weight that holds as many
+        values as its initializer, in another shape, reshaped to the initializer's shape.
+
+        scikit-learn's ``intercept_`` is ``[k]`` where skl2onnx's initializer is
+        ``[1, k]``: onnxruntime-training's agent takes it as it is, a plain inference
+        session refuses its rank. A weight's shape is fixed by its initializer, so the
+        reshape is unambiguous; an ``OrtValue`` goes through numpy for it.
+        """
+        shaped = list(tensors)
+        start = len(self.input_names)
+        for index in range(start, min(len(shaped), len(self._feed_shapes))):
+            tensor, shape = shaped[index], self._feed_shapes[index]
+            got = tensor.shape if isinstance(tensor, np.ndarray) else tuple(tensor.shape())
+            if (list(got) != list(shape) and all(isinstance(d, int) for d in shape)
+                    and int(np.prod(got)) == int(np.prod(shape))):
+                array = tensor if isinstance(tensor, np.ndarray) else tensor.numpy()
+                shaped[index] = np.ascontiguousarray(array).reshape(shape)
+        return shaped
+
     def _check_feeds(self, tensors: Sequence[Any]) -> None:
         names = self.input_names + self.weights_to_train
         for name, tensor, dtype, shape in zip(
@@ -180,6 +200,7 @@ class OrtGradientForwardBackwardFunction:
             The outputs, in ``output_names`` order.
         """
         if not isinstance(inputs, OrtValueVector):
+            inputs = self.shaped_weights(inputs)
             self.save_for_backward(inputs)
             inputs = self.input_to_ort(inputs)
         outputs = OrtValueVector() if forward_outputs_cache is None else forward_outputs_cache

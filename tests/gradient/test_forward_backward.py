@@ -7,6 +7,7 @@ import numpy as np
 import onnx
 import pytest
 from onnxruntime import RunOptions
+from onnxruntime.capi._pybind_state import OrtValue
 
 from skl_ortgrad.gradient import training_available
 from skl_ortgrad.gradient.forward_backward import (
@@ -289,19 +290,41 @@ def test_logistic_regression_backward_has_three_gradients(backend):
     onx = to_onnx(model, X, target_opset=21, black_op={"LinearClassifier"},
                   options={"zipmap": False})
     onx = select_model_output(onx, "probabilities")
-    engine = OrtGradientForwardBackward(onx, backend=backend)
+    engine = OrtGradientForwardBackward(onx, debug=True, backend=backend)
     assert engine.cls_type_.grad_names == ["X_grad", "coef_grad", "intercept_grad"]
     coef = model.coef_.astype(np.float32).T
-    shape = engine.get_initializer("intercept").shape
-    intercept = model.intercept_.astype(np.float32).reshape(shape)
+    # scikit-learn's intercept_ is [3], skl2onnx's initializer [1, 3]: reshaped, as
+    # onnxruntime-training's agent takes it (the onnx backend's session would refuse it).
+    intercept = model.intercept_.astype(np.float32)
+    assert engine.get_initializer("intercept").shape == (1, 3)
     fn = engine.new_instance()
     proba = fn.forward([X, coef, intercept], training=True)[0].numpy()
     np.testing.assert_allclose(proba, model.predict_proba(X), atol=1e-5)
     target = np.eye(3, dtype=np.float32)[y]
     grads = [v.numpy() for v in fn.backward([target])]
-    assert [g.shape for g in grads] == [X.shape, coef.shape, intercept.shape]
+    # Gradients have the initializers' shapes.
+    assert [g.shape for g in grads] == [X.shape, coef.shape, (1, 3)]
     # d<t, softmax(s)>/ds = p * (t - <t, p>) per row, s = X coef + intercept.
     ds = proba * (target - (target * proba).sum(axis=1, keepdims=True))
     np.testing.assert_allclose(grads[0], ds @ coef.T, atol=1e-4)
     np.testing.assert_allclose(grads[1], X.T @ ds, atol=1e-4)
     np.testing.assert_allclose(grads[2].ravel(), ds.sum(axis=0), atol=1e-4)
+
+
+def test_weights_of_another_shape_are_reshaped_when_sizes_match(linear_onnx, regression_data,
+                                                                backend):
+    X, _ = regression_data
+    engine = OrtGradientForwardBackward(linear_onnx, debug=True, backend=backend)
+    coef = engine.get_initializer("coef")  # [4, 1]
+    intercept = engine.get_initializer("intercept")
+    expected = X @ coef + intercept
+    device = ort_device("cpu")
+    for flat in (coef.ravel(), OrtValue.ortvalue_from_numpy(coef.ravel(), device)):
+        fn = engine.new_instance()
+        out = fn.forward([X, flat, intercept], training=True)
+        np.testing.assert_allclose(out[0].numpy(), expected, rtol=1e-5, atol=1e-5)
+        grads = fn.backward([np.ones((X.shape[0], 1), dtype=np.float32)])
+        assert grads[1].numpy().shape == (4, 1)
+    # Another number of values is still an error.
+    with pytest.raises(ValueError, match="Input 'coef' has shape \\[3\\]"):
+        engine.new_instance().forward([X, coef.ravel()[:3], intercept])
