@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import ModelProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
 
+from skl_ortgrad.graph.cut import select_model_output
 from skl_ortgrad.graph.dtypes import FLOAT_TYPES, numpy_dtype
 from skl_ortgrad.graph.external import check_external_data
 from skl_ortgrad.graph.model import OPSET, graph_names, rebuild_model, unique_name
@@ -232,7 +233,7 @@ def add_loss_output(
         :func:`~skl_ortgrad.objective.penalty.penalty_loss_onnx`.
     output_index : int or str, optional
         Output of ``onx`` used as the prediction, by position or by name (None: the first
-        one).
+        one). The nodes that only compute the other outputs are removed.
     external_data_dir : str, optional
         The folder tensors stored as external data may be read from; None refuses them
         (:func:`~skl_ortgrad.graph.external.check_external_data`).
@@ -264,6 +265,10 @@ def add_loss_output(
     elem = onx.graph.output[index].type.tensor_type.elem_type
     if elem not in FLOAT_TYPES:
         raise TypeError(f"Output {outputs[index]!r} is not a float tensor.")
+    if len(outputs) > 1:
+        # The loss is the only output of the result: what computes the other outputs
+        # goes, and their names (a classifier's 'label') are free again.
+        onx, index = select_model_output(onx, outputs[index]), 0
     params = _SEED_PARAMS.get(score_name, dict)(kwargs)
     # The loss graph follows the model's opset so merging never changes the meaning of
     # the model's operators.

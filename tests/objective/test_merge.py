@@ -72,8 +72,14 @@ def test_log_loss_takes_int64_labels():
     loss = _run(with_loss, {"X": X, "y": labels.reshape(-1, 1)})
     assert loss.shape == (1, 1)
     assert loss[0, 0] == pytest.approx(expected, rel=1e-3)
-    with pytest.raises(ValueError, match=r"Names \['label'\] are already used in the model"):
-        add_loss_output(onx, "log", output_index="probabilities")
+    # onnxcustom's test_add_loss_output_cls: the classifier's output 'label' goes with the
+    # nodes computing it, the name is free for the label input.
+    default = add_loss_output(onx, "log", output_index="probabilities")
+    assert "ArgMax" not in {node.op_type for node in default.graph.node}
+    assert _run(default, {"X": X, "label": labels.reshape(-1, 1)})[0, 0] == pytest.approx(
+        expected, rel=1e-3)
+    with pytest.raises(ValueError, match=r"Names \['coef'\] are already used in the model"):
+        add_loss_output(onx, "log", output_index="probabilities", label_name="coef")
 
 
 def _identity_of_probabilities(dtype):
