@@ -311,6 +311,9 @@ class ElasticLearningPenalty(BaseLearningPenalty):
 BaseLearningPenalty.register_default(NoLearningPenalty)
 BaseLearningPenalty.register_float(ElasticLearningPenalty, "l2", l1=0.0)
 BaseLearningPenalty.register_alias("none", NoLearningPenalty)
+# The seed API's names (onnxcustom): the penalty with its own defaults, l1 = l2 = 0.5, so
+# that select("elastic", l1=..., l2=...) reads as the seed writes it.
+BaseLearningPenalty.register_alias(("elastic", "l1l2"), ElasticLearningPenalty)
 BaseLearningPenalty.register_alias("l2", ElasticLearningPenalty, l1=0.0, l2=_SKL_ALPHA)
 BaseLearningPenalty.register_alias("l1", ElasticLearningPenalty, l1=_SKL_ALPHA, l2=0.0)
 BaseLearningPenalty.register_alias(
