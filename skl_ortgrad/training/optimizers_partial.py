@@ -80,7 +80,13 @@ class OrtGradientForwardBackwardOptimizer(Trainer, MemoizedParamNames, BaseEstim
     ``set_params`` sets top-level parameters directly, as scikit-learn does, without the
     ``get_params(deep=True)`` of every nested object that costs more than a small
     training batch; nested ``object__param`` keys go through scikit-learn.
+
+    Its epoch lines (logged at INFO on the ``skl_ortgrad`` logger, written to stderr with
+    ``verbose >= 1``) start with ``[OrtGradientForwardBackwardOptimizer._iteration]``, as
+    onnxcustom's do.
     """
+
+    _epoch_prefix = "[OrtGradientForwardBackwardOptimizer._iteration] "
 
     def set_params(self, **params: Any) -> OrtGradientForwardBackwardOptimizer:
         """Set parameters (scikit-learn's ``set_params``, with a fast path)."""

@@ -401,6 +401,10 @@ class Trainer:
         Validation scores when ``fit`` receives a ``val_scorer``.
     """
 
+    #: Written before every epoch line (see :class:`~skl_ortgrad.training.progress.
+    #: TrainingProgress`); the seed's optimizer sets its own.
+    _epoch_prefix = ""
+
     def __init__(
         self,
         model_onnx: onnx.ModelProto,
@@ -763,7 +767,8 @@ class Trainer:
         period = self._validation_period()
         best, no_improvement = np.inf, 0
         progress = TrainingProgress(
-            self.verbose, epochs, partial, len(self.train_losses_) + 1, arrays[0].shape[0]
+            self.verbose, epochs, partial, len(self.train_losses_) + 1, arrays[0].shape[0],
+            prefix=self._epoch_prefix,
         )
         objective = self._watches_objective(X_val)
         # Nothing it depends on changes between the epochs of a call.

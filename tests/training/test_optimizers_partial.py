@@ -444,3 +444,23 @@ def test_get_state_answers_numpy_and_set_state_takes_ort_values(linear_onnx, reg
                                providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(session.run(None, {"X": X[:3]})[0].ravel(),
                                2 * X[:3].sum(axis=1) + 1, rtol=1e-5)
+
+
+def test_epoch_lines_name_the_seed_optimizer(linear_onnx, regression_data, caplog, capsys):
+    """onnxcustom's test_ort_gradient_optimizers_log: the optimizer's lines start with
+    '[OrtGradientForwardBackwardOptimizer._iteration]'; the estimators' do not."""
+    import logging
+
+    from skl_ortgrad import OnnxSGDRegressor
+
+    X, y = regression_data
+    with caplog.at_level(logging.DEBUG, logger="skl_ortgrad"):
+        OrtGradientForwardBackwardOptimizer(linear_onnx, max_iter=2, verbose=1).fit(X, y)
+    lines = [r.getMessage() for r in caplog.records if "epoch" in r.getMessage()]
+    assert lines[0].startswith("[OrtGradientForwardBackwardOptimizer._iteration] epoch 1: ")
+    assert "[OrtGradientForwardBackwardOptimizer._iteration] epoch 2: " in capsys.readouterr().err
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="skl_ortgrad"):
+        OnnxSGDRegressor(max_iter=2, tol=None).fit(X, y)
+    epochs = [r.getMessage() for r in caplog.records if "epoch 1:" in r.getMessage()]
+    assert epochs and epochs[0].startswith("epoch 1: ")
