@@ -186,9 +186,11 @@ def _log_probability(g: _GraphBuilder, label: str, prediction: str, eps: float =
     if not eps < 0.5:
         raise ValueError(f"log_probability needs eps < 0.5 (clipping to [eps, 1 - eps]), got "
                          f"{eps}.")
-    last = g.op("Slice", prediction, g.const([-1], dtype=np.int64),
-                g.const([np.iinfo(np.int64).max], dtype=np.int64), g.const([1], dtype=np.int64))
-    p = g.op("Clip", last, g.const(eps, scalar=True), g.const(1.0 - eps, scalar=True))
+    # Clipped before the column is taken, as the seed's graph reads: Clip(probabilities).
+    clipped = g.op("Clip", prediction, g.const(eps, scalar=True),
+                   g.const(1.0 - eps, scalar=True))
+    p = g.op("Slice", clipped, g.const([-1], dtype=np.int64),
+             g.const([np.iinfo(np.int64).max], dtype=np.int64), g.const([1], dtype=np.int64))
     pos = g.op("Mul", label, g.op("Log", p))
     one = g.const(1.0)
     neg = g.op("Mul", g.op("Sub", one, label), g.op("Log", g.op("Sub", one, p)))
