@@ -18,8 +18,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from onnxruntime import InferenceSession, RunOptions, SessionOptions
-from onnxruntime.capi._pybind_state import OrtDevice, OrtValueVector
+from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
 
 from skl_ortgrad.gradient.backend import GradientGraph
 from skl_ortgrad.runtime.sessions import cached_session
@@ -95,7 +96,11 @@ class FusedCalls:
     """``forward``/``backward`` on plain onnxruntime (backend ``"onnx"``): the forward
     pass runs the inference graph and keeps its feeds; the backward pass runs the
     one-call gradient graph on them with the output gradients, which recomputes the
-    forward values it needs (one more forward pass, no training kernel)."""
+    forward values it needs (one more forward pass, no training kernel).
+
+    An output gradient of another shape than its output but with as many values is read
+    in the output's shape, as onnxruntime-training's agent reads it (it does not check
+    shapes); the session would refuse it."""
 
     def __init__(self, gradient: GradientGraph, options: SessionOptions,
                  providers: list[str], provider_options: list[dict] | None,
@@ -106,6 +111,8 @@ class FusedCalls:
         self._feed_names = feed_names
         self._output_names = [out.name for out in gradient.training_model.graph.output]
         self._grad_feed_names = [f"{name}_grad" for name in gradient.differentiable_outputs]
+        self._differentiable = [self._output_names.index(name)
+                                for name in gradient.differentiable_outputs]
         self._grad_names = grad_names
         self._device = device
         self._run_options = run_options
@@ -115,12 +122,21 @@ class FusedCalls:
             self._run_options, self._feed_names, inputs, self._output_names, outputs,
             [self._device] * len(self._output_names),
         )
-        return inputs
+        return inputs, [outputs[i].shape() for i in self._differentiable]
 
     def backward(self, state: Any, grad_outputs: OrtValueVector,
                  gradients: OrtValueVector) -> None:
+        inputs, shapes = state
+        grads = [grad_outputs[i] for i in range(len(grad_outputs))]
+        # ortvalue_from_numpy borrows the array's memory: keep the arrays until run returns.
+        reshaped = []
+        for index, (grad, shape) in enumerate(zip(grads, shapes, strict=True)):
+            got = grad.shape()
+            if got != shape and int(np.prod(got)) == int(np.prod(shape)):
+                reshaped.append(np.ascontiguousarray(grad.numpy().reshape(shape)))
+                grads[index] = OrtValue.ortvalue_from_numpy(reshaped[-1], self._device)
         feeds = OrtValueVector()
-        for value in [*state, *grad_outputs]:
+        for value in [*inputs, *grads]:
             feeds.push_back(value)
         self._session._sess.run_with_ortvaluevector(
             self._run_options, self._feed_names + self._grad_feed_names, feeds,

@@ -145,15 +145,27 @@ class OrtGradientForwardBackwardFunction:
         reshape is unambiguous; an ``OrtValue`` goes through numpy for it.
         """
         shaped = list(tensors)
-        start = len(self.input_names)
-        for index in range(start, min(len(shaped), len(self._feed_shapes))):
-            tensor, shape = shaped[index], self._feed_shapes[index]
-            got = tensor.shape if isinstance(tensor, np.ndarray) else tuple(tensor.shape())
-            if (list(got) != list(shape) and all(isinstance(d, int) for d in shape)
-                    and int(np.prod(got)) == int(np.prod(shape))):
+        for index in self._weight_positions(shaped):
+            if self._reshapable(shaped[index], self._feed_shapes[index]):
+                tensor = shaped[index]
                 array = tensor if isinstance(tensor, np.ndarray) else tensor.numpy()
-                shaped[index] = np.ascontiguousarray(array).reshape(shape)
+                shaped[index] = np.ascontiguousarray(array).reshape(self._feed_shapes[index])
         return shaped
+
+    def _weight_positions(self, tensors: Any) -> range:
+        return range(len(self.input_names), min(len(tensors), len(self._feed_shapes)))
+
+    def _misshaped(self, vector: OrtValueVector) -> bool:
+        """Whether a weight of ``vector`` needs :meth:`shaped_weights`."""
+        return any(self._reshapable(vector[i], self._feed_shapes[i])
+                   for i in self._weight_positions(vector))
+
+    @staticmethod
+    def _reshapable(tensor: Any, shape: list[Any]) -> bool:
+        """``tensor`` has another shape than the static ``shape`` but as many values."""
+        got = list(tensor.shape) if isinstance(tensor, np.ndarray) else list(tensor.shape())
+        return (got != list(shape) and all(isinstance(d, int) for d in shape)
+                and int(np.prod(got)) == int(np.prod(shape)))
 
     def _check_feeds(self, tensors: Sequence[Any]) -> None:
         names = self.input_names + self.weights_to_train
@@ -186,8 +198,10 @@ class OrtGradientForwardBackwardFunction:
         Parameters
         ----------
         inputs : sequence of numpy.ndarray or OrtValue, or OrtValueVector
-            The graph inputs then the weights in ``weights_to_train`` order. An
-            ``OrtValueVector`` is used as is (the caller keeps its buffers alive).
+            The graph inputs then the weights in ``weights_to_train`` order, a weight in
+            another shape reshaped (:meth:`shaped_weights`). An ``OrtValueVector`` is
+            used as is (the caller keeps its buffers alive), unless a plain session (all
+            but onnxruntime-training's training calls) needs a weight reshaped.
         training : bool
             If True, keep what :meth:`backward` needs; every training forward must be
             followed by exactly one backward. If False, run plain inference.
@@ -199,6 +213,11 @@ class OrtGradientForwardBackwardFunction:
         OrtValueVector
             The outputs, in ``output_names`` order.
         """
+        agent = training and self.backend == "onnxruntime-training"
+        if isinstance(inputs, OrtValueVector) and not agent and self._misshaped(inputs):
+            # A plain session checks ranks, the training agent does not: reshape as for a
+            # list.
+            inputs = [inputs[i] for i in range(len(inputs))]
         if not isinstance(inputs, OrtValueVector):
             inputs = self.shaped_weights(inputs)
             self.save_for_backward(inputs)

@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 import pytest
 from onnxruntime import RunOptions
-from onnxruntime.capi._pybind_state import OrtValue
+from onnxruntime.capi._pybind_state import OrtValue, OrtValueVector
 
 from skl_ortgrad.gradient import training_available
 from skl_ortgrad.gradient.forward_backward import (
@@ -325,6 +325,27 @@ def test_weights_of_another_shape_are_reshaped_when_sizes_match(linear_onnx, reg
         np.testing.assert_allclose(out[0].numpy(), expected, rtol=1e-5, atol=1e-5)
         grads = fn.backward([np.ones((X.shape[0], 1), dtype=np.float32)])
         assert grads[1].numpy().shape == (4, 1)
+    # An OrtValueVector holding it too.
+    vector = OrtValueVector()
+    for value in (X, coef.ravel(), intercept):
+        vector.push_back(OrtValue.ortvalue_from_numpy(value, device))
+    out = engine.new_instance().forward(vector)
+    np.testing.assert_allclose(out[0].numpy(), expected, rtol=1e-5, atol=1e-5)
     # Another number of values is still an error.
     with pytest.raises(ValueError, match="Input 'coef' has shape \\[3\\]"):
         engine.new_instance().forward([X, coef.ravel()[:3], intercept])
+
+
+def test_output_gradient_of_another_shape_is_read_in_the_outputs(linear_onnx, regression_data,
+                                                                  backend):
+    """onnxcustom's test_forward_training_logreg passes y.reshape((1, -1)) for an (n, 1)
+    output: onnxruntime-training's agent reads it in the output's shape, so does the
+    onnx backend."""
+    X, _ = regression_data
+    engine = OrtGradientForwardBackward(linear_onnx, backend=backend)
+    coef, intercept = engine.get_initializer("coef"), engine.get_initializer("intercept")
+    g = np.random.RandomState(5).randn(X.shape[0], 1).astype(np.float32)
+    fn = engine.new_instance()
+    fn.forward([X, coef, intercept], training=True)
+    grads = fn.backward([g.reshape((1, -1)).copy()])
+    np.testing.assert_allclose(grads[1].numpy(), X.T @ g, rtol=1e-4, atol=1e-4)
