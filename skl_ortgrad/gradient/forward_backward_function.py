@@ -29,17 +29,12 @@ class OrtGradientForwardBackwardFunction:
     OrtGradientForwardBackward.new_instance` returns an instance of a generated subclass
     whose class attributes hold the sessions, the training agent and the names.
 
-    Attributes (class level, set by the generator)
-    ----------------------------------------------
-    input_names, weights_to_train, output_names : list of str
-        What ``forward`` takes (the inputs, then the weights) and returns.
-    grad_input_names : list of str
-        The inputs ``backward`` returns a gradient for: those of a float type from which
-        a chain of nodes leads to an output.
-    grad_names : list of str
-        What ``backward`` returns: ``<input>_grad`` for every name of
-        ``grad_input_names``, then ``<weight>_grad`` for every weight.
-    device : str
+    The generator sets these class attributes: ``input_names``, ``weights_to_train`` and
+    ``output_names`` (what ``forward`` takes, the inputs then the weights, and returns),
+    ``grad_input_names`` (the inputs ``backward`` returns a gradient for: those of a float
+    type from which a chain of nodes leads to an output), ``grad_names`` (what
+    ``backward`` returns: ``<input>_grad`` for every name of ``grad_input_names``, then
+    ``<weight>_grad`` for every weight) and ``device``.
     """
 
     # Set on the generated subclass.
