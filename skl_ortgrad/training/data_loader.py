@@ -61,12 +61,9 @@ class OrtDataLoader:
         The random starts' generator, as scikit-learn takes it (None: numpy's global
         generator, what onnxcustom draws from).
 
-    Attributes
-    ----------
-    desc : list of (tuple, numpy.dtype)
-        Shape and dtype of every array: X, y, then the weights if any.
-    data_np, data_ort : tuple
-        The arrays, as numpy arrays and as ``OrtValue`` objects on ``device``.
+    The properties ``desc`` (shape and dtype of every array: X, y, then the weights if
+    any), ``data_np`` and ``data_ort`` (the arrays, as numpy arrays and as ``OrtValue``
+    objects on ``device``) describe the dataset.
 
     Raises
     ------
