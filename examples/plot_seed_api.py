@@ -36,14 +36,16 @@ print("'auto' means the backend", repr(resolve_backend("auto")), "here")
 # Forward and backward
 # --------------------
 # ``backward`` receives the gradient of a loss with respect to the outputs and returns
-# the gradients of the weights: here of the squared error, 2 (prediction - y).
+# the gradients of the inputs, then of the weights (``grad_names``): here of the squared
+# error, 2 (prediction - y).
 
 engine = OrtGradientForwardBackward(onx, ["coef", "intercept"], backend="onnx")
 function = engine.new_instance()
 coef, intercept = engine.get_initializer("coef"), engine.get_initializer("intercept")
 prediction = function.forward([X, coef, intercept], training=True)[0].numpy()
 gradients = function.backward([2 * (prediction - y.reshape(-1, 1))])
-print("d loss / d coef:", gradients[0].numpy().ravel())
+print(engine.cls_type_.grad_names)
+print("d loss / d coef:", gradients[1].numpy().ravel())
 
 # %%
 # The gradient graph of a model with its loss
@@ -55,7 +57,7 @@ graph = onnx_derivative(with_loss, weights=["coef", "intercept"], inputs=[],
 session = InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
 loss, coef_grad, _ = session.run(None, {"X": X, "label": y.reshape(-1, 1), "coef": coef,
                                         "intercept": intercept})
-print("loss", loss.ravel(), "same gradient:", np.allclose(coef_grad, gradients[0].numpy()))
+print("loss", loss.ravel(), "same gradient:", np.allclose(coef_grad, gradients[1].numpy()))
 
 # %%
 # Training any ONNX model

@@ -429,7 +429,8 @@ def test_engine_rejects_gradient_of_another_dtype():
     # The right dtype still works afterwards.
     function.forward([x, w1], training=True)
     gradient = function.backward([np.ones((3, 1), dtype=np.float32)])
-    np.testing.assert_allclose(gradient[0].numpy(), x.T @ np.ones((3, 1)))
+    # The input's gradient comes first (seed 001), then W1's.
+    np.testing.assert_allclose(gradient[1].numpy(), x.T @ np.ones((3, 1)))
 
 
 # -- the optimizer -------------------------------------------------------------------------

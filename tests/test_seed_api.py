@@ -85,8 +85,11 @@ def test_forward_backward_tutorial(regression, backend):
                                atol=1e-5)
     grad_output = np.ones((len(X_train), 1), dtype=np.float32)
     grads = inst.backward([grad_output])
-    np.testing.assert_allclose(grads[0].numpy(), X_train.T @ grad_output, rtol=1e-4)
-    np.testing.assert_allclose(grads[1].numpy(), [len(X_train)], rtol=1e-6)
+    # The gradient of every input (X here), then of every weight.
+    assert len(grads) == 3
+    np.testing.assert_allclose(grads[0].numpy(), grad_output @ coef.T, rtol=1e-4)
+    np.testing.assert_allclose(grads[1].numpy(), X_train.T @ grad_output, rtol=1e-4)
+    np.testing.assert_allclose(grads[2].numpy(), [len(X_train)], rtol=1e-6)
 
 
 def test_derivative_with_a_loss(regression, backend):

@@ -46,7 +46,8 @@ class DerivativeOptions(enum.IntFlag):
         The original model outputs are graph outputs too, before the gradients.
     FillGrad
         The output gradients are tensors of ones shaped like the outputs instead of inputs:
-        the result is the gradient of :math:`\\sum` of all output coefficients.
+        the result is the gradient of :math:`\\sum` of all output coefficients. It needs
+        ``KeepOutputs``, as in the seed API.
     Loss
         The model ends in a scalar loss output (``loss`` by default, label input ``label``):
         its output gradient is 1, the other outputs get a zero gradient (ones with
@@ -92,8 +93,7 @@ def onnx_derivative(
         Graph inputs whose gradient is wanted (``<input>_grad`` outputs); None means every
         float input but the label ("all real inputs"), ``[]`` none.
     options : DerivativeOptions
-        What to return, see :class:`DerivativeOptions` (an ``int`` of the same flags is
-        accepted).
+        What to return, see :class:`DerivativeOptions`; flags combine with ``|``.
     loss : str, optional
         Name of the scalar loss output with ``DerivativeOptions.Loss`` (default ``loss``).
     label : str, optional
@@ -119,22 +119,27 @@ def onnx_derivative(
     Raises
     ------
     TypeError
-        If ``options`` is neither a :class:`DerivativeOptions` nor an int.
+        If ``options`` is not a :class:`DerivativeOptions` (a plain int included, as the
+        seed API refuses it).
     ValueError
         If there is nothing to differentiate, a name does not exist, or the options are
         inconsistent.
     """
     onx = check_external_data(onx, external_data_dir)
-    if isinstance(options, bool) or not isinstance(options, int):
+    if not isinstance(options, DerivativeOptions):
         raise TypeError(
             f"options must be a DerivativeOptions (flags combined with |), got "
             f"{type(options).__name__} {options!r}."
         )
-    options = DerivativeOptions(options)
     if DerivativeOptions.KeepYieldOp in options and options != DerivativeOptions.KeepYieldOp:
         raise ValueError(
             "DerivativeOptions.KeepYieldOp returns the builder's graph unchanged, "
             f"it cannot be combined with other flags, got {options!r}."
+        )
+    if DerivativeOptions.FillGrad in options and DerivativeOptions.KeepOutputs not in options:
+        raise ValueError(
+            "DerivativeOptions.FillGrad needs DerivativeOptions.KeepOutputs (the outputs "
+            f"whose gradients are filled with ones are returned too), got {options!r}."
         )
     graph = onx.graph
     init_names = {i.name for i in graph.initializer}

@@ -13,31 +13,31 @@ training ``forward``), and generates a subclass of
 ``torch.autograd.Function`` works: ``forward`` saves what ``backward`` needs.
 
 If :math:`y = f(x, W)` is the model, ``forward(x, W)`` returns :math:`y` and
-``backward(g)`` returns :math:`\\partial \\langle g, y \\rangle / \\partial W_j` for every
-trained weight :math:`W_j`, in the order of ``weights_to_train``.
+``backward(g)`` returns :math:`\\partial \\langle g, y \\rangle / \\partial x_i` for every
+float input :math:`x_i` that reaches an output, then
+:math:`\\partial \\langle g, y \\rangle / \\partial W_j` for every trained weight
+:math:`W_j`, in the order of ``weights_to_train``.
+
+The function class is :mod:`skl_ortgrad.gradient.forward_backward_function`, the way its
+two calls run :mod:`skl_ortgrad.gradient.forward_backward_calls`; both names stay
+importable from here.
 """
 
 from __future__ import annotations
 
-import inspect
-import os
-import threading
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
 import onnx
-from onnxruntime import InferenceSession, RunOptions, SessionOptions
-from onnxruntime.capi._pybind_state import (
-    OrtDevice,
-    OrtValue,
-    OrtValueVector,
-    get_available_providers,
-)
+from onnxruntime import RunOptions, SessionOptions
+from onnxruntime.capi._pybind_state import get_available_providers
 
 from skl_ortgrad._cache import BoundedCache
 from skl_ortgrad.gradient.backend import GradientGraph, build_gradient, resolve_backend
-from skl_ortgrad.graph.dtypes import FLOAT_TYPES, numpy_dtype, numpy_dtype_of
+from skl_ortgrad.gradient.forward_backward_calls import AgentCalls, FusedCalls, LazyCalls
+from skl_ortgrad.gradient.forward_backward_function import OrtGradientForwardBackwardFunction
+from skl_ortgrad.graph.dtypes import FLOAT_TYPES, numpy_dtype
 from skl_ortgrad.graph.external import check_external_data
 from skl_ortgrad.graph.shapes import declared_shape
 from skl_ortgrad.graph.weights import float_initializers, skeleton_digest
@@ -45,6 +45,8 @@ from skl_ortgrad.runtime.devices import device_providers, log_severity, ort_devi
 from skl_ortgrad.runtime.options import session_options, unoptimized_session_options
 from skl_ortgrad.runtime.sessions import cached_session
 from skl_ortgrad.runtime.step import OrtGradientStep
+
+__all__ = ["GRADIENTS", "OrtGradientForwardBackward", "OrtGradientForwardBackwardFunction"]
 
 #: Gradient graphs (:class:`~skl_ortgrad.gradient.backend.GradientGraph`) and their
 #: static forms, by :func:`_gradient_key`. For a binary logistic regression on 30 features
@@ -103,8 +105,9 @@ def _gradient_key(model: onnx.ModelProto, weights: list[str], backend: str) -> H
     return "gradient", skeleton_digest(model, weights), backend
 
 
-def _unreachable(graph: onnx.GraphProto, weights: list[str], outputs: list[str]) -> list[str]:
-    """The weights from which no chain of nodes leads to one of ``outputs``."""
+def _unreachable(graph: onnx.GraphProto, names: list[str], outputs: list[str]) -> list[str]:
+    """The weights or inputs among ``names`` from which no chain of nodes leads to one
+    of ``outputs``."""
     producer = {name: node for node in graph.node for name in node.output}
     needed, stack, seen = set(outputs), list(outputs), set()
     while stack:
@@ -116,327 +119,8 @@ def _unreachable(graph: onnx.GraphProto, weights: list[str], outputs: list[str])
             if name not in needed:
                 needed.add(name)
                 stack.append(name)
-    return [name for name in weights if name not in needed]
+    return [name for name in names if name not in needed]
 
-
-
-class _LazyCalls:
-    """The forward/backward calls of an engine, built at their first use.
-
-    Estimators train with the one-call step (:meth:`OrtGradientForwardBackward.step_function`)
-    and never call ``forward(training=True)``; with onnxruntime-training the calls hold a
-    ``TrainingAgent`` over a session of their own (an agent's session is not shared), a
-    session every fit would otherwise build for nothing.
-    """
-
-    def __init__(self, build: Callable[[], _AgentCalls | _FusedCalls]) -> None:
-        self._build = build
-        self._calls: _AgentCalls | _FusedCalls | None = None
-        self._lock = threading.Lock()
-
-    def _get(self) -> _AgentCalls | _FusedCalls:
-        if self._calls is None:
-            with self._lock:
-                if self._calls is None:
-                    self._calls = self._build()
-        return self._calls
-
-    def forward(self, inputs: OrtValueVector, outputs: OrtValueVector) -> Any:
-        return self._get().forward(inputs, outputs)
-
-    def backward(self, state: Any, grad_outputs: OrtValueVector,
-                 gradients: OrtValueVector) -> None:
-        self._get().backward(state, grad_outputs, gradients)
-
-
-class _AgentCalls:
-    """``forward``/``backward`` in two halves through onnxruntime-training's
-    ``TrainingAgent`` (backend ``"onnxruntime-training"``): the forward pass keeps its
-    intermediate results in a ``PartialGraphExecutionState`` for the backward pass."""
-
-    def __init__(self, gradient: GradientGraph, options: SessionOptions,
-                 providers: list[str], provider_options: list[dict] | None,
-                 device: OrtDevice, feed_names: list[str], grad_names: list[str]) -> None:
-        from onnxruntime.capi._pybind_state import OrtValueCache, TrainingAgent
-
-        # TrainingAgent borrows the session without a reference: keep it alive here.
-        self._session = InferenceSession(
-            gradient.yield_model.SerializeToString(), options, providers=providers,
-            provider_options=provider_options,
-        )
-        n_outputs = len(gradient.training_model.graph.output)
-        self._agent = TrainingAgent(
-            self._session._sess, feed_names, [device] * n_outputs, grad_names,
-            [device] * len(grad_names), 0,
-        )
-        self._cache = OrtValueCache()
-
-    def forward(self, inputs: OrtValueVector, outputs: OrtValueVector) -> Any:
-        from onnxruntime.capi._pybind_state import PartialGraphExecutionState
-
-        state = PartialGraphExecutionState()
-        self._agent.run_forward(inputs, outputs, state, self._cache)
-        return state
-
-    def backward(self, state: Any, grad_outputs: OrtValueVector,
-                 gradients: OrtValueVector) -> None:
-        self._agent.run_backward(grad_outputs, gradients, state)
-
-
-class _FusedCalls:
-    """``forward``/``backward`` on plain onnxruntime (backend ``"onnx"``): the forward
-    pass runs the inference graph and keeps its feeds; the backward pass runs the
-    one-call gradient graph on them with the output gradients, which recomputes the
-    forward values it needs (one more forward pass, no training kernel)."""
-
-    def __init__(self, gradient: GradientGraph, options: SessionOptions,
-                 providers: list[str], provider_options: list[dict] | None,
-                 device: OrtDevice, feed_names: list[str], grad_names: list[str],
-                 inference: InferenceSession, run_options: RunOptions) -> None:
-        self._session = cached_session(gradient.fused, options, providers, provider_options)
-        self._inference = inference
-        self._feed_names = feed_names
-        self._output_names = [out.name for out in gradient.training_model.graph.output]
-        self._grad_feed_names = [f"{name}_grad" for name in gradient.differentiable_outputs]
-        self._grad_names = grad_names
-        self._device = device
-        self._run_options = run_options
-
-    def forward(self, inputs: OrtValueVector, outputs: OrtValueVector) -> Any:
-        self._inference._sess.run_with_ortvaluevector(
-            self._run_options, self._feed_names, inputs, self._output_names, outputs,
-            [self._device] * len(self._output_names),
-        )
-        return inputs
-
-    def backward(self, state: Any, grad_outputs: OrtValueVector,
-                 gradients: OrtValueVector) -> None:
-        feeds = OrtValueVector()
-        for value in [*state, *grad_outputs]:
-            feeds.push_back(value)
-        self._session._sess.run_with_ortvaluevector(
-            self._run_options, self._feed_names + self._grad_feed_names, feeds,
-            self._grad_names, gradients, [self._device] * len(self._grad_names),
-        )
-
-
-class OrtGradientForwardBackwardFunction:
-    """One forward/backward computation through onnxruntime-training.
-
-    Do not instantiate it directly: :meth:`OrtGradientForwardBackward.new_instance`
-    returns an instance of a generated subclass whose class attributes hold the
-    sessions, the training agent and the names.
-
-    Attributes (class level, set by the generator)
-    ----------------------------------------------
-    input_names, weights_to_train, output_names, grad_names : list of str
-    device : str
-    """
-
-    # Set on the generated subclass.
-    input_names: list[str]
-    weights_to_train: list[str]
-    output_names: list[str]
-    grad_names: list[str]
-    device: str
-    debug: bool
-    _ort_device: OrtDevice
-    _feed_dtypes: list[np.dtype]
-    _feed_shapes: list[list[Any]]
-    _output_grad_dtypes: list[np.dtype]
-    backend: str
-    _calls: _LazyCalls
-    _inference_sess: InferenceSession
-    _run_options: RunOptions
-    _forward_model: bytes
-    _gradient_model: bytes
-
-    def __init__(self) -> None:
-        self._state: Any = None
-        self._saved: tuple[Any, ...] = ()
-
-    @staticmethod
-    def device_name(device: OrtDevice) -> str:
-        """Return ``'cpu'`` or ``'cuda'`` for an ``OrtDevice``."""
-        return "cpu" if device.device_type() == OrtDevice.cpu() else "cuda"
-
-    @classmethod
-    def save_onnx_graph(
-        cls, folder: str, prefix: str | None = None, suffix: str | None = None
-    ) -> dict[str, str]:
-        """Save the forward and gradient graphs of this class in ``folder``.
-
-        Returns
-        -------
-        dict
-            ``{'forward': path, 'gradient': path}``, the files
-            ``<prefix>.forward<suffix>.onnx`` and ``<prefix>.gradient<suffix>.onnx``
-            (``prefix`` defaults to the class name).
-        """
-        os.makedirs(folder, exist_ok=True)
-        name = prefix or cls.__name__
-        paths = {}
-        for kind, content in (("forward", cls._forward_model),
-                              ("gradient", cls._gradient_model)):
-            path = os.path.join(folder, f"{name}.{kind}{suffix or ''}.onnx")
-            with open(path, "wb") as f:
-                f.write(content)
-            paths[kind] = path
-        return paths
-
-    def save_for_backward(self, *tensors: Any) -> None:
-        """Keep ``tensors`` alive until :meth:`backward` returns.
-
-        ``OrtValue.ortvalue_from_numpy`` borrows numpy buffers without holding a
-        reference: a temporary freed before ``backward`` would be read as garbage.
-        """
-        self._saved = tensors
-
-    @property
-    def saved_tensors(self) -> tuple[Any, ...]:
-        """The tensors given to :meth:`save_for_backward`."""
-        return self._saved
-
-    def input_to_ort(self, tensors: Sequence[Any], debug: bool | None = None) -> OrtValueVector:
-        """Convert numpy arrays or OrtValues into an ``OrtValueVector`` on the device.
-
-        Parameters
-        ----------
-        tensors : sequence of numpy.ndarray or OrtValue
-            The graph inputs then the weights, in ``weights_to_train`` order.
-        debug : bool, optional
-            Check dtype and shape of every tensor against the session (defaults to the
-            ``debug`` flag given to the engine). onnxruntime does not check: a float64
-            feed into a float32 graph gives wrong results silently.
-        """
-        expected = len(self._feed_dtypes)
-        if len(tensors) != expected:
-            raise ValueError(
-                f"Expected {expected} tensors ({self.input_names + self.weights_to_train}), "
-                f"got {len(tensors)}."
-            )
-        if self.debug if debug is None else debug:
-            self._check_feeds(tensors)
-        vect = OrtValueVector()
-        vect.reserve(expected)
-        for tensor in tensors:
-            if isinstance(tensor, np.ndarray):
-                tensor = OrtValue.ortvalue_from_numpy(tensor, self._ort_device)
-            vect.push_back(tensor)
-        return vect
-
-    def _check_feeds(self, tensors: Sequence[Any]) -> None:
-        names = self.input_names + self.weights_to_train
-        for name, tensor, dtype, shape in zip(
-            names, tensors, self._feed_dtypes, self._feed_shapes, strict=True
-        ):
-            if isinstance(tensor, np.ndarray):
-                got_dtype, got_shape = tensor.dtype, list(tensor.shape)
-            else:
-                got_dtype, got_shape = numpy_dtype_of(tensor.data_type()), tensor.shape()
-            if got_dtype != dtype:
-                raise TypeError(f"Input {name!r} has dtype {got_dtype}, the graph expects {dtype}.")
-            # Symbolic dimensions (strings or None) accept any size.
-            if len(got_shape) != len(shape) or any(
-                isinstance(dim, int) and dim != got
-                for dim, got in zip(shape, got_shape, strict=True)
-            ):
-                raise ValueError(
-                    f"Input {name!r} has shape {got_shape}, the graph expects {shape}."
-                )
-
-    def forward(
-        self,
-        inputs: Sequence[Any] | OrtValueVector,
-        training: bool = False,
-        forward_outputs_cache: OrtValueVector | None = None,
-    ) -> OrtValueVector:
-        """Compute the model outputs.
-
-        Parameters
-        ----------
-        inputs : sequence of numpy.ndarray or OrtValue, or OrtValueVector
-            The graph inputs then the weights in ``weights_to_train`` order. An
-            ``OrtValueVector`` is used as is (the caller keeps its buffers alive).
-        training : bool
-            If True, keep what :meth:`backward` needs; every training forward must be
-            followed by exactly one backward. If False, run plain inference.
-        forward_outputs_cache : OrtValueVector, optional
-            Vector to receive the outputs (reused across calls to save allocations).
-
-        Returns
-        -------
-        OrtValueVector
-            The outputs, in ``output_names`` order.
-        """
-        if not isinstance(inputs, OrtValueVector):
-            self.save_for_backward(inputs)
-            inputs = self.input_to_ort(inputs)
-        outputs = OrtValueVector() if forward_outputs_cache is None else forward_outputs_cache
-        if training:
-            self._state = self._calls.forward(inputs, outputs)
-        else:
-            self._inference_sess._sess.run_with_ortvaluevector(
-                self._run_options,
-                self.input_names + self.weights_to_train,
-                inputs,
-                self.output_names,
-                outputs,
-                [self._ort_device] * len(self.output_names),
-            )
-        return outputs
-
-    def backward(
-        self,
-        grad_outputs: Sequence[Any] | OrtValueVector,
-        backward_outputs_cache: OrtValueVector | None = None,
-    ) -> OrtValueVector:
-        """Compute the gradients of the weights given the gradients of the outputs.
-
-        Parameters
-        ----------
-        grad_outputs : sequence of numpy.ndarray or OrtValue, or OrtValueVector
-            :math:`\\partial L/\\partial y_i` for every differentiable output
-            :math:`y_i` (outputs such as labels take none).
-        backward_outputs_cache : OrtValueVector, optional
-            Vector to receive the gradients.
-
-        Returns
-        -------
-        OrtValueVector
-            The gradients, in ``weights_to_train`` order (names in ``grad_names``).
-        """
-        if self._state is None:
-            raise RuntimeError("backward() needs a forward(..., training=True) before it.")
-        if not isinstance(grad_outputs, OrtValueVector):
-            grad_outputs = self._grad_outputs_to_ort(grad_outputs)
-        gradients = OrtValueVector() if backward_outputs_cache is None else backward_outputs_cache
-        state, self._state = self._state, None
-        self._calls.backward(state, grad_outputs, gradients)
-        self._saved = ()
-        return gradients
-
-    def _grad_outputs_to_ort(self, grad_outputs: Sequence[Any]) -> OrtValueVector:
-        # onnxruntime does not check dtypes here and silently returns wrong gradients.
-        if len(grad_outputs) != len(self._output_grad_dtypes):
-            raise ValueError(
-                f"backward expects {len(self._output_grad_dtypes)} output gradients "
-                f"(one per differentiable output), got {len(grad_outputs)}."
-            )
-        self._saved = (*self._saved, grad_outputs)
-        vect = OrtValueVector()
-        for index, (grad, dtype) in enumerate(
-            zip(grad_outputs, self._output_grad_dtypes, strict=True)
-        ):
-            got = grad.dtype if isinstance(grad, np.ndarray) else numpy_dtype_of(grad.data_type())
-            if got != dtype:
-                raise TypeError(
-                    f"Gradient of output {index} has dtype {got}, the graph expects {dtype}."
-                )
-            if isinstance(grad, np.ndarray):
-                grad = OrtValue.ortvalue_from_numpy(grad, self._ort_device)
-            vect.push_back(grad)
-        return vect
 
 
 class OrtGradientForwardBackward:
@@ -592,7 +276,7 @@ class OrtGradientForwardBackward:
                 "path leads from them to an output, so they have no gradient. Remove them "
                 "from weights_to_train or fix the graph."
             )
-        options = {}
+        builder_options: dict[str, Any] = {}
         if self.graph_builder_config is not None:
             if resolve_backend(self.backend) != "onnxruntime-training":
                 raise ValueError(
@@ -600,54 +284,52 @@ class OrtGradientForwardBackward:
                     "it needs backend='onnxruntime-training', got "
                     f"{self.backend!r} ({resolve_backend(self.backend)!r})."
                 )
-            options["config"] = self.graph_builder_config
-        if options:
-            # A builder configuration is an opaque object: no key, no cache.
-            self._gradient_key = None
-            gradient = build_gradient(model, weights, backend=self.backend, **options)
-        else:
-            backend = resolve_backend(self.backend)
-            self._gradient_key = _gradient_key(model, weights, backend)
-            gradient = GRADIENTS.get(
-                self._gradient_key, lambda: build_gradient(model, weights, backend=backend)
-            )
+            builder_options["config"] = self.graph_builder_config
+        backend = resolve_backend(self.backend)
+        # A builder configuration is an opaque object: no key, no cache.
+        self._gradient_key = None if builder_options else _gradient_key(model, weights, backend)
+        gradient = self._gradient(model, weights, [], backend, builder_options)
         self.gradient_ = gradient
         self.backend_ = gradient.backend
         self.forward_model_ = gradient.forward.SerializeToString()
         self.gradient_model_ = gradient.gradient_model.SerializeToString()
 
         providers, device = self._providers()
-        options = grad_options = self._session_options()
-        if gradient.unoptimized:
-            grad_options = unoptimized_session_options(options)
-        self._step_session = grad_options, providers
+        sess_options = self._session_options()
+        self._step_session = self._gradient_options(gradient, sess_options), providers
         self._steps: dict[int | None, OrtGradientStep] = {}
         fused_inputs = {info.name: info for info in gradient.fused.graph.input}
         feed_names = input_names + weights
-        grad_names = [f"{name}_grad" for name in weights]
+        float_inputs = [name for name in input_names
+                        if fused_inputs[name].type.tensor_type.elem_type in FLOAT_TYPES]
+        unreached = set(_unreachable(graph, float_inputs, output_names))
+        grad_inputs = [name for name in float_inputs if name not in unreached]
+        grad_names = [f"{name}_grad" for name in grad_inputs + weights]
         non_diff = [name for name in output_names if name not in gradient.differentiable_outputs]
         out_types = {out.name: out.type.tensor_type.elem_type for out in graph.output}
 
         dev = ort_device(device)
-        inference = cached_session(self.forward_model_, options, providers,
+        inference = cached_session(self.forward_model_, sess_options, providers,
                                    self.provider_options)
         run_options = self.run_options or RunOptions()
-        if gradient.backend == "onnxruntime-training":
-            calls = _LazyCalls(lambda: _AgentCalls(
-                gradient, grad_options, providers, self.provider_options, dev, feed_names,
-                grad_names,
-            ))
-        else:
-            calls = _LazyCalls(lambda: _FusedCalls(
-                gradient, grad_options, providers, self.provider_options, dev, feed_names,
-                grad_names, inference, run_options,
-            ))
+
+        def build_calls() -> AgentCalls | FusedCalls:
+            # backward also returns the inputs' gradients: a graph of its own.
+            both = self._gradient(model, weights, grad_inputs, backend, builder_options)
+            grad_options = self._gradient_options(both, sess_options)
+            if both.backend == "onnxruntime-training":
+                return AgentCalls(both, grad_options, providers, self.provider_options, dev,
+                                  feed_names, grad_names)
+            return FusedCalls(both, grad_options, providers, self.provider_options, dev,
+                              feed_names, grad_names, inference, run_options)
+
         name = self.class_name or f"OrtGradientForwardBackwardFunction_{id(self)}"
         attributes = {
             "__doc__": f"Forward/backward of a model training {weights}.",
             "input_names": input_names,
             "weights_to_train": weights,
             "output_names": output_names,
+            "grad_input_names": grad_inputs,
             "grad_names": grad_names,
             "device": device,
             "debug": self.debug,
@@ -659,13 +341,28 @@ class OrtGradientForwardBackward:
                 numpy_dtype(out_types[name])
                 for name in output_names if name not in non_diff
             ],
-            "_calls": calls,
+            "_calls": LazyCalls(build_calls),
             "_inference_sess": inference,
             "_run_options": run_options,
             "_forward_model": self.forward_model_,
             "_gradient_model": self.gradient_model_,
         }
         self.cls_type_ = type(name, (OrtGradientForwardBackwardFunction,), attributes)
+
+    def _gradient(self, model: onnx.ModelProto, weights: list[str], inputs: list[str],
+                  backend: str, options: dict[str, Any]) -> GradientGraph:
+        """The gradient graph of ``model`` against ``inputs`` and ``weights``, from
+        :data:`GRADIENTS` unless a builder configuration is given."""
+        if self._gradient_key is None:
+            return build_gradient(model, weights, inputs, backend=backend, **options)
+        key = (self._gradient_key, "inputs", tuple(inputs)) if inputs else self._gradient_key
+        return GRADIENTS.get(key, lambda: build_gradient(model, weights, inputs, backend=backend))
+
+    @staticmethod
+    def _gradient_options(gradient: GradientGraph, options: SessionOptions) -> SessionOptions:
+        """``options``, with onnxruntime's graph optimizations off where the gradient
+        graph needs it (:attr:`~skl_ortgrad.gradient.backend.GradientGraph.unoptimized`)."""
+        return unoptimized_session_options(options) if gradient.unoptimized else options
 
     # -- public -----------------------------------------------------------------------
 
@@ -760,12 +457,6 @@ class OrtGradientForwardBackward:
         self.__init__(model, **state)
 
     def __repr__(self) -> str:
-        """``OrtGradientForwardBackward(<model>, weights_to_train=[...], ...)``: the model by
-        its graph name, then every other constructor argument that is not its default."""
-        signature = inspect.signature(type(self).__init__)
-        args = [f"<ModelProto {self.onnx_model.graph.name!r}>"]
-        for name, parameter in list(signature.parameters.items())[2:]:
-            value = getattr(self, name)
-            if value is not parameter.default and value != parameter.default:
-                args.append(f"{name}={value!r}")
-        return f"{type(self).__name__}({', '.join(args)})"
+        """``OrtGradientForwardBackward(...)``, as the seed API prints it: the model alone
+        is too long to show; ``get_params``-like details are its attributes."""
+        return f"{type(self).__name__}(...)"

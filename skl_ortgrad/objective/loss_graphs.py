@@ -179,17 +179,24 @@ def _poisson(g: _GraphBuilder, label: str, prediction: str) -> str:
 def _log_probability(g: _GraphBuilder, label: str, prediction: str, eps: float = 1e-5) -> str:
     """Binary log loss of a probability, the seed API's ``add_loss_output(..., 'log')``:
     :math:`p` is the last column of the prediction (the probability of class 1, whether
-    the model outputs one column or both), clipped to :math:`[\\epsilon, 1 - \\epsilon]`,
-    :math:`\\ell = -y \\log p - (1 - y) \\log(1 - p)`."""
-    if not 0 < eps < 0.5:
-        raise ValueError(f"log_probability needs 0 < eps < 0.5, got {eps}.")
-    last = g.op("Slice", prediction, g.const([-1], dtype=np.int64),
-                g.const([np.iinfo(np.int64).max], dtype=np.int64), g.const([1], dtype=np.int64))
-    p = g.op("Clip", last, g.const(eps, scalar=True), g.const(1.0 - eps, scalar=True))
+    the model outputs one column or both), clipped to :math:`[\\epsilon, 1 - \\epsilon]`
+    (nothing is clipped when :math:`\\epsilon \\le 0`),
+    :math:`\\ell_i = -(y_i \\log p_i + (1 - y_i) \\log(1 - p_i)) / N` over the :math:`N`
+    rows: the sum is the mean, scikit-learn's ``log_loss``, as onnxcustom computes it."""
+    if not eps < 0.5:
+        raise ValueError(f"log_probability needs eps < 0.5 (clipping to [eps, 1 - eps]), got "
+                         f"{eps}.")
+    # Clipped before the column is taken, as the seed's graph reads: Clip(probabilities).
+    clipped = g.op("Clip", prediction, g.const(eps, scalar=True),
+                   g.const(1.0 - eps, scalar=True))
+    p = g.op("Slice", clipped, g.const([-1], dtype=np.int64),
+             g.const([np.iinfo(np.int64).max], dtype=np.int64), g.const([1], dtype=np.int64))
     pos = g.op("Mul", label, g.op("Log", p))
     one = g.const(1.0)
     neg = g.op("Mul", g.op("Sub", one, label), g.op("Log", g.op("Sub", one, p)))
-    return g.op("Neg", g.op("Add", pos, neg))
+    count = g.op("Gather", g.op("Shape", label), g.const([0], dtype=np.int64))
+    rows = g.op("Cast", count, to=onnx_dtype(g.dtype))
+    return g.op("Div", g.op("Neg", g.op("Add", pos, neg)), rows)
 
 
 def _log(g: _GraphBuilder, label: str, prediction: str, eps: float = 1e-5) -> str:

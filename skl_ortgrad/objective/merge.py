@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import ModelProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
 
+from skl_ortgrad.graph.cut import select_model_output
 from skl_ortgrad.graph.dtypes import FLOAT_TYPES, numpy_dtype
 from skl_ortgrad.graph.external import check_external_data
 from skl_ortgrad.graph.model import OPSET, graph_names, rebuild_model, unique_name
@@ -204,11 +205,13 @@ def add_loss_output(
     * ``'absolute_error'`` (``'l1'``): :math:`\\ell = |d|`;
     * ``'elastic'``: :math:`\\ell = l_1 |d| + l_2 d^2` (``l1_weight``, ``l2_weight``, 0.5 each
       by default);
-    * ``'log'``: the binary log loss of a probability,
-      :math:`\\ell = -y \\log p - (1 - y) \\log(1 - p)`, :math:`p` the last column of the
-      prediction (``probabilities`` of a binary classifier), clipped to
-      :math:`[\\epsilon, 1 - \\epsilon]` (``eps``, default 1e-5); labels in {0, 1} as an int64
-      column;
+    * ``'log'``: the binary log loss of a probability averaged over the :math:`N` rows
+      (scikit-learn's ``log_loss``, onnxcustom's ``'log'``): the loss is
+      :math:`\\frac1N \\sum_i w_i \\ell_i`,
+      :math:`\\ell_i = -y_i \\log p_i - (1 - y_i) \\log(1 - p_i)`, :math:`p` the last column
+      of the prediction (``probabilities`` of a binary classifier), clipped to
+      :math:`[\\epsilon, 1 - \\epsilon]` (``eps`` < 0.5, default 1e-5; none with
+      :math:`\\epsilon \\le 0`); labels in {0, 1} as an int64 column;
     * any other kind of :func:`~skl_ortgrad.objective.loss_graphs.build_loss_graph`
       (``huber``, ``hinge``...), as defined there.
 
@@ -230,7 +233,7 @@ def add_loss_output(
         :func:`~skl_ortgrad.objective.penalty.penalty_loss_onnx`.
     output_index : int or str, optional
         Output of ``onx`` used as the prediction, by position or by name (None: the first
-        one).
+        one). The nodes that only compute the other outputs are removed.
     external_data_dir : str, optional
         The folder tensors stored as external data may be read from; None refuses them
         (:func:`~skl_ortgrad.graph.external.check_external_data`).
@@ -262,6 +265,10 @@ def add_loss_output(
     elem = onx.graph.output[index].type.tensor_type.elem_type
     if elem not in FLOAT_TYPES:
         raise TypeError(f"Output {outputs[index]!r} is not a float tensor.")
+    if len(outputs) > 1:
+        # The loss is the only output of the result: what computes the other outputs
+        # goes, and their names (a classifier's 'label') are free again.
+        onx, index = select_model_output(onx, outputs[index]), 0
     params = _SEED_PARAMS.get(score_name, dict)(kwargs)
     # The loss graph follows the model's opset so merging never changes the meaning of
     # the model's operators.

@@ -65,6 +65,9 @@ LOSSES = {
 
 PENALTIES = {
     ("none",): (NoLearningPenalty, {}),
+    # The seed API's names (onnxcustom): the penalty with its own defaults, l1 = l2 = 0.5,
+    # so that select("elastic", l1=..., l2=...) reads as the seed writes it.
+    ("elastic", "l1l2"): (ElasticLearningPenalty, {}),
     ("l2",): (ElasticLearningPenalty, {"l1": 0.0, "l2": SKLEARN_ALPHA}),
     ("l1",): (ElasticLearningPenalty, {"l1": SKLEARN_ALPHA, "l2": 0.0}),
     ("elasticnet",): (ElasticLearningPenalty, {

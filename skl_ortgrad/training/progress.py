@@ -96,6 +96,9 @@ class TrainingProgress:
         Number of the call's first epoch, counted since training started.
     n_rows : int
         Rows of the training data.
+    prefix : str
+        Written before every epoch line (the seed's optimizer names itself there, as
+        onnxcustom's does: ``[OrtGradientForwardBackwardOptimizer._iteration]``).
 
     Attributes
     ----------
@@ -105,9 +108,11 @@ class TrainingProgress:
     """
 
     def __init__(
-        self, verbose: int, epochs: int, partial: bool, first_epoch: int, n_rows: int
+        self, verbose: int, epochs: int, partial: bool, first_epoch: int, n_rows: int,
+        prefix: str = "",
     ) -> None:
         self.verbose = int(verbose)
+        self.prefix = prefix
         self.partial = partial
         self.first_epoch = first_epoch
         self.n_rows = n_rows
@@ -129,9 +134,10 @@ class TrainingProgress:
         if self.partial:
             return
         if self.bar is None:
-            emit(self.verbose >= 1, logging.INFO, "epoch %d: %s", number, _text(shown))
+            emit(self.verbose >= 1, logging.INFO, "%sepoch %d: %s", self.prefix, number,
+                 _text(shown))
             return
-        logger.info("epoch %d: %s", number, _text(shown))
+        logger.info("%sepoch %d: %s", self.prefix, number, _text(shown))
         self.bar.set_postfix(shown, refresh=False)
         self.bar.update()
 

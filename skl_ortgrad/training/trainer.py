@@ -225,6 +225,9 @@ class Trainer(HoldsTrainingState):
     """
 
     _transient = (CACHES,)
+    #: Written before every epoch line (see :class:`~skl_ortgrad.training.progress.
+    #: TrainingProgress`); the seed's optimizer sets its own.
+    _epoch_prefix = ""
 
     def __init__(
         self,
@@ -543,7 +546,8 @@ class Trainer(HoldsTrainingState):
         device = ort_device("cpu" if setup.on_cpu else self.engine(weighted).cls_type_.device)
         loader = self.loader(arrays, weighted, device)
         progress = TrainingProgress(
-            self.verbose, epochs, partial, len(self.train_losses_) + 1, arrays[0].shape[0])
+            self.verbose, epochs, partial, len(self.train_losses_) + 1, arrays[0].shape[0],
+            prefix=self._epoch_prefix)
         stopping = StoppingPolicy.of_call(self, X_val is not None, val_scorer is not None)
         objective = stopping.monitored == "training objective"
         groups = EpochGroups.allowed(epochs, X_val is not None, progress.silent, self.tol,

@@ -134,8 +134,13 @@ def test_errors(linreg):
         onnx_derivative(onx, weights=[], inputs=[])
     with pytest.raises(TypeError, match="options must be a DerivativeOptions"):
         onnx_derivative(onx, options="Loss")
-    # An int of the same flags is accepted.
-    assert onnx_derivative(onx, options=int(D.KeepOutputs)).graph.output[0].name == "variable"
+    # Seed 002 (onnxcustom's test_grad_helper_exc): an int is no DerivativeOptions.
+    with pytest.raises(TypeError, match="got int 2"):
+        onnx_derivative(onx, options=int(D.KeepOutputs))
+    # onnxcustom's test_grad_helper_fillgrad: filled output gradients need KeepOutputs.
+    with pytest.raises(ValueError, match=r"FillGrad needs DerivativeOptions\.KeepOutputs"):
+        onnx_derivative(onx, weights=[], options=D.FillGrad)
+    assert onnx_derivative(onx, options=D.KeepOutputs).graph.output[0].name == "variable"
     with pytest.raises(ValueError, match="not initializers"):
         onnx_derivative(onx, weights=["nope"])
     with pytest.raises(ValueError, match="not inputs"):

@@ -198,7 +198,18 @@ ALIASES = {
     "l2": (ElasticLearningPenalty, {"l1": 0.0, "l2": 1e-4}),
     "l1": (ElasticLearningPenalty, {"l1": 1e-4, "l2": 0.0}),
     "elasticnet": (ElasticLearningPenalty, {"l1": 1e-4 * 0.15, "l2": 1e-4 * 0.85}),
+    "elastic": (ElasticLearningPenalty, {"l1": 0.5, "l2": 0.5}),
+    "l1l2": (ElasticLearningPenalty, {"l1": 0.5, "l2": 0.5}),
 }
+
+
+def test_seed_elastic_alias_takes_l1_and_l2():
+    """onnxcustom's tests: BaseLearningPenalty.select('elastic', l1=0.1, l2=0.9)."""
+    got = BaseLearningPenalty.select("elastic", l1=0.1, l2=0.9)
+    assert type(got) is ElasticLearningPenalty
+    assert (got.l1, got.l2) == (0.1, 0.9)
+    w = np.array([[1.0, -2.0]])
+    assert got.penalty_loss([w]) == pytest.approx(0.1 * 3 + 0.9 / 2 * 5)
 
 
 @pytest.mark.parametrize("alias", sorted(ALIASES))

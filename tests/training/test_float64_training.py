@@ -54,7 +54,10 @@ def _engine_gradients(onx, X, rng, backend):
     output = outputs[0].numpy()
     grad_output = rng.randn(*output.shape)
     gradients = function.backward([grad_output])
-    return engine, grad_output, output, [gradients[i].numpy() for i in range(len(WEIGHTS))]
+    # The inputs' gradients come first (seed 001).
+    first = len(engine.cls_type_.grad_input_names)
+    return engine, grad_output, output, [gradients[first + i].numpy()
+                                         for i in range(len(WEIGHTS))]
 
 
 def _backprop(model, X, d_out):

@@ -374,3 +374,94 @@ def test_untyped_output_takes_its_type_from_shape_inference(linear_onnx, regress
     broken.graph.node[0].op_type = "NotAnOperator"
     with pytest.raises(ValueError, match="no element type and ONNX shape inference cannot"):
         OrtGradientForwardBackwardOptimizer(broken, ["coef"], max_iter=1).fit(X, y)
+
+
+def test_repr_is_the_seeds(linear_onnx):
+    """Seed 004 (onnxcustom's tests): the constructor's arguments in its order, defaults
+    included, nested learning objects the same way, the model cut."""
+    opt = OrtGradientForwardBackwardOptimizer(linear_onnx, ["coef", "intercept"],
+                                              learning_rate=LearningRateSGD(eta0=0.5))
+    text = repr(opt)
+    assert text.startswith("OrtGradientForwardBackwardOptimizer(model_onnx='ModelProto...', "
+                           "weights_to_train=['coef', 'intercept'], max_iter=100, ")
+    rate = ("learning_rate=LearningRateSGD(eta0=0.5, alpha=0.0001, power_t=0.25, "
+            "learning_rate='invscaling')")
+    assert rate in text
+    assert "learning_loss=SquareLearningLoss()" in text
+    assert text.index("max_iter=") < text.index("learning_rate=") < text.index("device=")
+    assert "\n" not in text
+    # The learning objects keep scikit-learn's repr of their own.
+    assert repr(opt.learning_rate) == "LearningRateSGD(eta0=0.5)"
+
+
+def test_save_onnx_graph_files_and_bytes(linear_onnx, regression_data, tmp_path, backend):
+    X, y = regression_data
+    opt = OrtGradientForwardBackwardOptimizer(
+        linear_onnx, ["coef", "intercept"], max_iter=2, weight_name="weight",
+        learning_penalty=ElasticLearningPenalty(l1=0.0, l2=1e-4), backend=backend)
+    saved = opt.save_onnx_graph(str(tmp_path / "before"), prefix="p_")
+    assert sorted(saved) == ["learning_loss", "learning_penalty", "learning_rate",
+                             "model_onnx"]
+    assert saved["learning_rate"]["update"].endswith(
+        "p_OrtGradientForwardBackwardOptimizer.learning_rate.update.onnx")
+    assert onnx.load(saved["model_onnx"]) == linear_onnx
+    loss = onnx.load(saved["learning_loss"]["loss"])
+    assert "weight" in [i.name for i in loss.graph.input]  # weight_name: weighted loss
+    opt.fit(X, y, np.ones(len(y), dtype=np.float32))
+    as_bytes = opt.save_onnx_graph(bytes)
+    assert sorted(as_bytes) == ["learning_loss", "learning_penalty", "learning_rate",
+                                "model_onnx", "train_function_", "trained_onnx"]
+    assert sorted(as_bytes["train_function_"]) == ["forward", "gradient"]
+    session = InferenceSession(as_bytes["trained_onnx"], providers=["CPUExecutionProvider"])
+    coef, intercept = opt.get_state()
+    np.testing.assert_allclose(session.run(None, {"X": X})[0], X @ coef + intercept,
+                               rtol=1e-5, atol=1e-5)
+    penalty = onnx.load_from_string(as_bytes["learning_penalty"]["update"])
+    assert [o.name for o in penalty.graph.output] == ["new_w0", "new_w1"]
+    with pytest.raises(TypeError, match="folder must be a str or bytes"):
+        opt.save_onnx_graph(str)
+
+
+def test_get_state_answers_numpy_and_set_state_takes_ort_values(linear_onnx, regression_data):
+    """onnxcustom's get_state returns OrtValues (``state[k].numpy()``), its set_state
+    takes them: both kinds of code run."""
+    from onnxruntime.capi._pybind_state import OrtValue
+
+    from skl_ortgrad.runtime.devices import ort_device
+
+    X, y = regression_data
+    opt = OrtGradientForwardBackwardOptimizer(linear_onnx, ["coef", "intercept"],
+                                              max_iter=2).fit(X, y)
+    state = opt.get_state()
+    assert all(isinstance(s, np.ndarray) for s in state)
+    plain = state[0].numpy()
+    assert type(plain) is np.ndarray
+    np.testing.assert_array_equal(plain, opt.weights_[0])
+    device = ort_device("cpu")
+    opt.set_state([OrtValue.ortvalue_from_numpy(np.full((4, 1), 2.0, dtype=np.float32), device),
+                   np.array([1.0], dtype=np.float32)])
+    np.testing.assert_array_equal(opt.weights_[0], np.full((4, 1), 2.0))
+    session = InferenceSession(opt.get_trained_onnx().SerializeToString(),
+                               providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(None, {"X": X[:3]})[0].ravel(),
+                               2 * X[:3].sum(axis=1) + 1, rtol=1e-5)
+
+
+def test_epoch_lines_name_the_seed_optimizer(linear_onnx, regression_data, caplog, capsys):
+    """onnxcustom's test_ort_gradient_optimizers_log: the optimizer's lines start with
+    '[OrtGradientForwardBackwardOptimizer._iteration]'; the estimators' do not."""
+    import logging
+
+    from skl_ortgrad import OnnxSGDRegressor
+
+    X, y = regression_data
+    with caplog.at_level(logging.DEBUG, logger="skl_ortgrad"):
+        OrtGradientForwardBackwardOptimizer(linear_onnx, max_iter=2, verbose=1).fit(X, y)
+    lines = [r.getMessage() for r in caplog.records if "epoch" in r.getMessage()]
+    assert lines[0].startswith("[OrtGradientForwardBackwardOptimizer._iteration] epoch 1: ")
+    assert "[OrtGradientForwardBackwardOptimizer._iteration] epoch 2: " in capsys.readouterr().err
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="skl_ortgrad"):
+        OnnxSGDRegressor(max_iter=2, tol=None).fit(X, y)
+    epochs = [r.getMessage() for r in caplog.records if "epoch 1:" in r.getMessage()]
+    assert epochs and epochs[0].startswith("epoch 1: ")
