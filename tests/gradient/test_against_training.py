@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _backends import TRAINING
 from _gradient_cases import CASES
 from _gradient_harness import (
     Case,
@@ -27,10 +28,10 @@ from _gradient_harness import (
     session,
 )
 
-from skl_ortgrad.gradient import build_gradient, training_available
+from skl_ortgrad.gradient import build_gradient
 
-if not training_available():
-    pytest.skip("onnxruntime-training is not installed (no wheel for this Python)",
+if not TRAINING:
+    pytest.skip("requirements.txt installs no onnxruntime-training on this Python (no wheel)",
                 allow_module_level=True)
 
 #: Operators for which onnxruntime-training's builder has no gradient (or fails).

@@ -6,9 +6,9 @@ import pickle
 import numpy as np
 import onnx
 import pytest
+from _backends import TRAINING
 from onnxruntime import RunOptions
 
-from skl_ortgrad.gradient import training_available
 from skl_ortgrad.gradient.forward_backward import (
     OrtGradientForwardBackward,
     OrtGradientForwardBackwardFunction,
@@ -197,7 +197,7 @@ def test_selected_inputs_outputs_and_run_options(linear_onnx, regression_data, b
 
 
 def test_graph_builder_config(linear_onnx):
-    if not training_available():
+    if not TRAINING:
         with pytest.raises(ValueError, match="needs backend='onnxruntime-training'"):
             OrtGradientForwardBackward(linear_onnx, graph_builder_config=object())
         return
