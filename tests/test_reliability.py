@@ -311,11 +311,6 @@ def test_classifier_trains_on_from_extreme_scores(estimator):
 N_DONE = 20  # batches completed before the interruption: epoch 2, batch 5
 
 
-def _default_sigint():
-    return (threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
-
-
 @pytest.mark.parametrize("estimator", ESTIMATORS)
 def test_interrupt_in_forward_keeps_last_completed_batch(monkeypatch, reference, estimator):
     def interrupt(k):
@@ -348,7 +343,7 @@ def _split_update(monkeypatch, action):
     _patch_steps(monkeypatch, split)
 
 
-@pytest.mark.skipif(not _default_sigint(), reason="needs Python's default SIGINT handler")
+@pytest.mark.usefixtures("default_sigint")
 @pytest.mark.parametrize("estimator", ESTIMATORS)
 def test_ctrl_c_in_the_middle_of_an_update_waits_for_the_batch_end(
         monkeypatch, reference, estimator):
@@ -366,7 +361,7 @@ def test_ctrl_c_in_the_middle_of_an_update_waits_for_the_batch_end(
     _assert_consistent(model)
 
 
-@pytest.mark.skipif(not _default_sigint(), reason="needs Python's default SIGINT handler")
+@pytest.mark.usefixtures("default_sigint")
 def test_ctrl_c_at_the_last_batch_still_interrupts(monkeypatch, reference):
     """The interrupt held during the very last batch is raised once training ends."""
     def last(k, rate, weights, gradients, state, eta, update):
