@@ -98,8 +98,13 @@ def _assert_consistent(model):
     np.testing.assert_array_equal(model.coef_.ravel(), weights["coef"].T.ravel())
     np.testing.assert_array_equal(model.intercept_.ravel(), weights["intercept"].ravel())
     assert model.t_ == model.optimizer_.t_
-    assert np.isfinite(model.predict(X)).all() if not is_classifier(model) else True
-    assert model.predict(X).shape == (len(X),)
+    predicted = model.predict(X)
+    assert predicted.shape == (len(X),)
+    if is_classifier(model):
+        assert np.isin(predicted, model.classes_).all()
+        assert np.isfinite(model.decision_function(X)).all()
+    else:
+        assert np.isfinite(predicted).all()
 
 
 def _patch_steps(monkeypatch, hook):
