@@ -16,7 +16,7 @@ from skl_ortgrad.graph.model import TARGET_OPSET
 
 @pytest.fixture(params=AVAILABLE)
 def backend(request):
-    """Every gradient backend installed here, in turn."""
+    """Every gradient backend this Python is configured with (tests/_backends.py), in turn."""
     return request.param
 
 
