@@ -1,5 +1,6 @@
 """Shared fixtures: small skl2onnx graphs in the form the training engine needs."""
 
+import signal
 import warnings
 
 import numpy as np
@@ -15,8 +16,18 @@ from skl_ortgrad.graph.model import TARGET_OPSET
 
 @pytest.fixture(params=AVAILABLE)
 def backend(request):
-    """Every gradient backend installed here, in turn."""
+    """Every gradient backend this Python is configured with (tests/_backends.py), in turn."""
     return request.param
+
+
+@pytest.fixture
+def default_sigint():
+    """Python's default SIGINT handler (KeyboardInterrupt) for the test, the runner's back
+    after it: the Ctrl-C tests run the same under a terminal and under a background runner
+    (a job started without job control inherits SIGINT ignored)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("plot_*.py"))
+# The package of this checkout (whatever the interpreter has installed) and the show
+# recorder of tests/.
+PYTHONPATH = os.pathsep.join(
+    [str(ROOT / "tests"), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
 # Left in the temporary directory by libraries, not by the examples: distributed's
 # workers' scratch space, and the session file of onnxruntime 1.32 (Python 3.13).
 LIBRARY_FILES = {"dask-scratch-space", ".ses"}
@@ -25,7 +29,7 @@ def _run(script, tmp_path, **env):
     tmp.mkdir()
     result = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-        cwd=tmp_path, env={**os.environ, "TMPDIR": str(tmp), **env},
+        cwd=tmp_path, env={**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": PYTHONPATH, **env},
     )
     assert result.returncode == 0, result.stderr[-4000:]
     return result, sorted(p.name for p in tmp.iterdir() if p.name not in LIBRARY_FILES)
@@ -37,13 +41,14 @@ def _run_shown(script, tmp_path):
     folder.mkdir()
     record = folder / "shown.txt"
     _, left = _run(script, folder, MPLBACKEND="module://_show_recorder",
-                   PYTHONPATH=str(ROOT / "tests"), SHOW_RECORD=str(record))
+                   SHOW_RECORD=str(record))
     return record.read_text(encoding="utf-8").split() if record.exists() else [], left
 
 
 @pytest.mark.slow  # ~15 s: every example, as a script
 def test_examples_as_scripts_show_their_figures(tmp_path):
     """Each example shows its figures once, at its end, and removes the files it wrote."""
+    assert EXAMPLES, "no examples/plot_*.py found"
     with ThreadPoolExecutor(4) as pool:
         outcomes = pool.map(lambda script: _run_shown(script, tmp_path), EXAMPLES)
     for script, (shown, left) in zip(EXAMPLES, outcomes, strict=True):

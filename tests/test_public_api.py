@@ -2,7 +2,10 @@
 and the seed's module paths."""
 
 import ast
+import inspect
 from pathlib import Path
+
+from sklearn.base import BaseEstimator
 
 import skl_ortgrad
 
@@ -57,7 +60,16 @@ def test_all_is_complete_and_importable():
     assert len(set(skl_ortgrad.__all__)) == len(skl_ortgrad.__all__)
 
 
+def _parameters(function) -> list[str]:
+    return list(inspect.signature(function).parameters)
+
+
 def test_module_level_names():
+    """The seed's module paths hold the package's own implementations (not copies), with
+    the seed's signatures."""
+    from skl_ortgrad.gradient import derivative, forward_backward
+    from skl_ortgrad.graph import weights
+    from skl_ortgrad.objective import merge, penalty
     from skl_ortgrad.training.grad_helper import DerivativeOptions, onnx_derivative, random_feed
     from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
     from skl_ortgrad.training.ortgradient import (
@@ -70,13 +82,35 @@ def test_module_level_names():
         penalty_loss_onnx,
     )
 
-    assert callable(onnx_derivative) and callable(random_feed)
-    assert callable(add_loss_output) and callable(penalty_loss_onnx)
-    assert callable(get_train_initializer)
-    assert DerivativeOptions is not None
-    assert OrtGradientForwardBackwardOptimizer is not None
-    assert issubclass(OrtGradientForwardBackward, object)
-    assert OrtGradientForwardBackwardFunction is not None
+    assert onnx_derivative is derivative.onnx_derivative
+    assert DerivativeOptions is derivative.DerivativeOptions
+    assert random_feed is derivative.random_feed
+    assert OrtGradientForwardBackward is forward_backward.OrtGradientForwardBackward
+    assert (OrtGradientForwardBackwardFunction
+            is forward_backward.OrtGradientForwardBackwardFunction)
+    assert add_loss_output is merge.add_loss_output
+    assert penalty_loss_onnx is penalty.penalty_loss_onnx
+    assert get_train_initializer is weights.get_train_initializer
+
+    # Seeds 001-004: the parameters code written for onnxcustom passes, in its order.
+    assert _parameters(onnx_derivative)[:7] == [
+        "onx", "weights", "inputs", "options", "loss", "label", "path_name"]
+    assert list(DerivativeOptions.__members__) == [
+        "Zero", "KeepYieldOp", "KeepOutputs", "FillGrad", "Loss"]
+    assert _parameters(OrtGradientForwardBackward)[:13] == [
+        "onnx_model", "weights_to_train", "input_names", "output_names", "class_name",
+        "sess_options", "providers", "provider_options", "run_options",
+        "graph_builder_config", "device_index", "enable_logging", "debug"]
+    assert callable(OrtGradientForwardBackwardFunction.forward)
+    assert callable(OrtGradientForwardBackwardFunction.backward)
+    assert issubclass(OrtGradientForwardBackwardOptimizer, BaseEstimator)
+    assert {"model_onnx", "weights_to_train", "max_iter", "batch_size", "learning_rate",
+            "learning_loss", "learning_penalty"} <= set(
+        OrtGradientForwardBackwardOptimizer._get_param_names())
+    assert callable(OrtGradientForwardBackwardOptimizer.get_state)
+    assert _parameters(add_loss_output)[:2] == ["onx", "score_name"]
+    assert _parameters(penalty_loss_onnx)[:4] == ["name", "dtype", "l1", "l2"]
+    assert _parameters(get_train_initializer)[:1] == ["onx"]
 
 
 def test_no_module_imports_the_package_root():

@@ -100,8 +100,13 @@ def _assert_consistent(model):
     np.testing.assert_array_equal(model.coef_.ravel(), weights["coef"].T.ravel())
     np.testing.assert_array_equal(model.intercept_.ravel(), weights["intercept"].ravel())
     assert model.t_ == model.optimizer_.t_
-    assert np.isfinite(model.predict(X)).all() if not is_classifier(model) else True
-    assert model.predict(X).shape == (len(X),)
+    predicted = model.predict(X)
+    assert predicted.shape == (len(X),)
+    if is_classifier(model):
+        assert np.isin(predicted, model.classes_).all()
+        assert np.isfinite(model.decision_function(X)).all()
+    else:
+        assert np.isfinite(predicted).all()
 
 
 def _patch_steps(monkeypatch, hook):
@@ -313,11 +318,6 @@ def test_classifier_trains_on_from_extreme_scores(estimator):
 N_DONE = 20  # batches completed before the interruption: epoch 2, batch 5
 
 
-def _default_sigint():
-    return (threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
-
-
 @pytest.mark.parametrize("estimator", ESTIMATORS)
 def test_interrupt_in_forward_keeps_last_completed_batch(monkeypatch, reference, estimator):
     def interrupt(k):
@@ -350,7 +350,7 @@ def _split_update(monkeypatch, action):
     _patch_steps(monkeypatch, split)
 
 
-@pytest.mark.skipif(not _default_sigint(), reason="needs Python's default SIGINT handler")
+@pytest.mark.usefixtures("default_sigint")
 @pytest.mark.parametrize("estimator", ESTIMATORS)
 def test_ctrl_c_in_the_middle_of_an_update_waits_for_the_batch_end(
         monkeypatch, reference, estimator):
@@ -368,7 +368,7 @@ def test_ctrl_c_in_the_middle_of_an_update_waits_for_the_batch_end(
     _assert_consistent(model)
 
 
-@pytest.mark.skipif(not _default_sigint(), reason="needs Python's default SIGINT handler")
+@pytest.mark.usefixtures("default_sigint")
 def test_ctrl_c_at_the_last_batch_still_interrupts(monkeypatch, reference):
     """The interrupt held during the very last batch is raised once training ends."""
     def last(k, rate, weights, gradients, state, eta, update):

@@ -55,8 +55,14 @@ def test_grid_search_written_for_sgd_classifier_runs_unchanged():
     grid = {"alpha": [1e-4, 1e-2], "loss": ["hinge", "log_loss"]}
     ours = GridSearchCV(OnnxSGDClassifier(random_state=0), grid, cv=3).fit(X, y)
     theirs = GridSearchCV(SGDClassifier(random_state=0), grid, cv=3).fit(X, y)
-    assert set(ours.best_params_) == set(theirs.best_params_)
+    assert ours.cv_results_["params"] == theirs.cv_results_["params"]
+    # Every candidate scores as scikit-learn's does (3-fold accuracy), not only the best.
+    np.testing.assert_array_less(theirs.cv_results_["mean_test_score"] - 0.02,
+                                 ours.cv_results_["mean_test_score"])
     assert ours.best_score_ > theirs.best_score_ - 0.02
+    # The refitted estimator is the best candidate's.
+    assert {name: ours.best_estimator_.get_params()[name] for name in grid} == (
+        ours.best_params_)
 
 
 def test_issue_example_trains():

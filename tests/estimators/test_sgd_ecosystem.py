@@ -79,12 +79,12 @@ def test_grid_search_learning_rate_object(linear_data):
     grid = GridSearchCV(
         model, {"learning_rate__eta0": [1e-5, 1e-3, 0.05]}, cv=3, n_jobs=2
     ).fit(X_train, y_train)
-    assert set(grid.best_params_) == {"learning_rate__eta0"}
     scores = grid.cv_results_["mean_test_score"]
     assert np.all(np.isfinite(scores))
-    # 10 epochs at eta0=1e-5 barely move the weights: the step size matters.
-    assert len(np.unique(np.round(scores, 6))) == 3
-    assert grid.best_params_["learning_rate__eta0"] != 1e-5
+    # 10 epochs at eta0=1e-5 barely move the weights, 1e-3 not far (R^2 0.15): the step
+    # size reaches the nested object, and the largest one wins (R^2 0.999).
+    assert scores[0] < scores[1] < scores[2]
+    assert grid.best_params_ == {"learning_rate__eta0": 0.05}
     best = grid.best_estimator_
     assert best.learning_rate.eta0 == grid.best_params_["learning_rate__eta0"]
     assert best.learning_rate is not model.learning_rate

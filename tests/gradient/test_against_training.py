@@ -2,20 +2,31 @@
 
 Both backends differentiate the same model of :mod:`_gradient_cases`; their fused graphs
 (same inputs and outputs) must return the same outputs and gradients. The module needs
-onnxruntime-training (Python 3.10-3.12) and is skipped as a whole without it.
+onnxruntime-training (requirements.txt installs it on Python < 3.13) and is skipped as a
+whole where it is not installed by design.
 
-onnxruntime-training 1.19.2 cannot differentiate some operators or configurations
-(:data:`BUILDER_FAILS`, :data:`CASE_BUILDER_FAILS`): for those the test checks that its
-builder still raises. Its float64 graphs need
-kernels that only exist in float32 for others (:data:`FLOAT64_FAILS`): those are
-compared on the float32 version of the model. Where the training backend is wrong
-(:data:`KNOWN_WRONG`) the comparison is a strict ``xfail``: it fails once fixed.
+Every case of :mod:`_gradient_cases` is accounted for, and a change of the runtime in
+either direction fails a test:
+
+* onnxruntime 1.19 cannot run some forward models like onnx's reference evaluator does
+  (:data:`NOT_RUNNABLE`): they are left out, and a test checks that list against what
+  fails;
+* its float64 kernels are missing or wrong for others (:data:`FLOAT64_FAILS`): those are
+  compared on the float32 version of the model;
+* its builder cannot differentiate some operators or configurations
+  (:data:`BUILDER_FAILS`, :data:`CASE_BUILDER_FAILS`): for those the test checks that it
+  still raises, with the listed message;
+* where the training backend is wrong (:data:`KNOWN_WRONG`) the comparison is a strict
+  ``xfail`` on an assertion: it fails once fixed.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pytest
+from _backends import TRAINING
 from _gradient_cases import CASES
 from _gradient_harness import (
     Case,
@@ -27,52 +38,112 @@ from _gradient_harness import (
     session,
 )
 
-from skl_ortgrad.gradient import build_gradient, training_available
+from skl_ortgrad.gradient import build_gradient
 
-if not training_available():
-    pytest.skip("onnxruntime-training is not installed (no wheel for this Python)",
+if not TRAINING:
+    pytest.skip("requirements.txt installs no onnxruntime-training on this Python (no wheel)",
                 allow_module_level=True)
 
-#: Operators for which onnxruntime-training's builder has no gradient (or fails).
+
+class Refusal(NamedTuple):
+    """Why onnxruntime-training's builder fails on a case, and how it says so."""
+
+    reason: str
+    match: str
+    error: type[Exception] = RuntimeError
+
+
+def _unregistered(op: str, reason: str | None = None) -> Refusal:
+    return Refusal(reason or f"no gradient builder registered for {op}",
+                   f"The gradient builder has not been registered: {op} for node ")
+
+
+#: Operators for which onnxruntime-training's builder has no gradient.
 BUILDER_FAILS = {
-    "Sum": "no gradient builder registered for Sum",
-    "Softplus": "no gradient builder registered for Softplus",
-    "CastLike": "no gradient builder registered for CastLike",
-    "ReduceSumSquare": "no gradient builder registered for ReduceSumSquare",
-    "ReduceL1": "no gradient builder registered for ReduceL1",
-    "ReduceMax": "no gradient builder registered for ReduceMax",
-    "ReduceMin": "no gradient builder registered for ReduceMin",
-    "Floor": "the builder differentiates Floor and has no gradient for it",
+    "Sum": _unregistered("Sum"),
+    "Softplus": _unregistered("Softplus"),
+    "CastLike": _unregistered("CastLike"),
+    "ReduceSumSquare": _unregistered("ReduceSumSquare"),
+    "ReduceL1": _unregistered("ReduceL1"),
+    "ReduceMax": _unregistered("ReduceMax"),
+    "ReduceMin": _unregistered("ReduceMin"),
+    "Floor": _unregistered("Floor", "the builder differentiates Floor and has no gradient "
+                                    "for it"),
 }
+
+_FUSED_MATMUL_SHAPES = r"\(FusedMatMul\) \[ShapeInferenceError\] Incompatible dimensions"
+_BAD_UNSQUEEZE = r"Unsqueeze_\d+\) has input size 1 not in range \[min=2, max=2\]"
+_UNTYPED = "does not have type information set by parent node"
 
 #: Cases of supported operators on which the builder fails.
 CASE_BUILDER_FAILS = {
-    "mul-square": "the same tensor twice in one node: duplicate definition of X_grad",
-    "pow-input-exponent": "no gradient for Pow's exponent",
-    "pow-int-exponent": "an int64 exponent: its Sub mixes int64 and double",
-    "matmul-2d-1d": "1-D operand: FusedMatMul shape inference fails",
-    "matmul-1d-1d": "1-D operand: FusedMatMul shape inference fails",
-    "matmul-1d-3d": "1-D operand: FusedMatMul shape inference fails",
-    "matmul-3d-1d": "1-D operand: FusedMatMul shape inference fails",
-    "reducel2-attr-axis2-drop": "keepdims=0 with an axes attribute: invalid Unsqueeze",
-    "reducelogsumexp-attr-axis2-drop": "keepdims=0 with an axes attribute: invalid Unsqueeze",
-    "reducel2-all-drop": "keepdims=0 over all axes: untyped intermediate",
-    "reducel2-all-drop-opset13": "keepdims=0 over all axes: untyped intermediate",
-    "reducelogsumexp-all-drop": "keepdims=0 over all axes: untyped intermediate",
-    "reducelogsumexp-all-drop-opset13": "keepdims=0 over all axes: untyped intermediate",
-    "transpose-no-perm": "Transpose without perm: unordered_map::at",
-    "clip-bounds-differentiated": "no gradient for Clip's bounds",
+    "mul-square": Refusal("the same tensor twice in one node: duplicate definition of X_grad",
+                          r"Duplicate definition of name \(X_grad\)"),
+    "pow-input-exponent": Refusal("no gradient for Pow's exponent",
+                                  "GradientBuilder is not implemented for CUDA Pow's input "
+                                  "exponent"),
+    "pow-int-exponent": Refusal("an int64 exponent: its Sub mixes int64 and double",
+                                r"bound to different types \(tensor\(int64\) and "
+                                r"tensor\(double\)"),
+    "matmul-2d-1d": Refusal("1-D operand: FusedMatMul shape inference fails",
+                            _FUSED_MATMUL_SHAPES),
+    "matmul-1d-1d": Refusal("1-D operands: FusedMatMul shape inference fails",
+                            r"\(FusedMatMul\) \[ShapeInferenceError\] Input tensors of "
+                            r"wrong rank \(0\)"),
+    "matmul-1d-3d": Refusal("1-D operand: FusedMatMul shape inference fails",
+                            _FUSED_MATMUL_SHAPES),
+    "matmul-3d-1d": Refusal("1-D operand: FusedMatMul shape inference fails",
+                            _FUSED_MATMUL_SHAPES),
+    "reducel2-attr-axis2-drop": Refusal("keepdims=0 with an axes attribute: invalid Unsqueeze",
+                                        _BAD_UNSQUEEZE),
+    "reducelogsumexp-attr-axis2-drop": Refusal(
+        "keepdims=0 with an axes attribute: invalid Unsqueeze", _BAD_UNSQUEEZE),
+    "reducel2-all-drop": Refusal("keepdims=0 over all axes: untyped intermediate", _UNTYPED),
+    "reducel2-all-drop-opset13": Refusal("keepdims=0 over all axes: untyped intermediate",
+                                         _UNTYPED),
+    "reducelogsumexp-all-drop": Refusal("keepdims=0 over all axes: untyped intermediate",
+                                        _UNTYPED),
+    "reducelogsumexp-all-drop-opset13": Refusal(
+        "keepdims=0 over all axes: untyped intermediate", _UNTYPED),
+    "transpose-no-perm": Refusal("Transpose without perm", "^unordered_map::at$", IndexError),
+    "clip-bounds-differentiated": Refusal("no gradient for Clip's bounds",
+                                          "failed to find NodeArg by name: lo_grad"),
 }
 
-#: Operators or cases whose float64 training graph cannot run: they are compared in
-#: float32.
+_NO_DOUBLE_REDUCE_L1 = "onnxruntime 1.19 has no float64 ReduceL1 kernel before opset 18"
+
+#: Operators or cases whose float64 training graph cannot run (or is not float64): they
+#: are compared in float32.
 FLOAT64_FAILS = {
     # skl_ortgrad's float64 rewrite of FusedMatMul (an Einsum) needs batch axes of the
     # same rank on both operands, and no 1-D operand.
     "matmul-4d-3d": "the float64 rewrite of FusedMatMul: Einsum batch axes of unequal rank",
     "matmul-1d-2d": "the float64 rewrite of FusedMatMul: no rewrite for a 1-D operand",
     "LeakyRelu": "no float64 LeakyRelu kernel",
+    "Softplus": "no float64 Softplus kernel",
     "ReduceL2": "onnxruntime 1.19's float64 ReduceL2 kernel rounds to float32",
+    "reducel1-attr-axis2-drop": _NO_DOUBLE_REDUCE_L1,
+    "reducel1-attr-axes01-keep": _NO_DOUBLE_REDUCE_L1,
+    "reducel1-all-drop-opset13": _NO_DOUBLE_REDUCE_L1,
+}
+
+_NOOP_FAILS = ("onnxruntime 1.19 fails on noop_with_empty_axes=1 without axes: "
+               "'Reduction on all axes, output size should be 1'")
+
+#: Cases (after :data:`FLOAT64_FAILS`) whose forward model onnxruntime 1.19 does not run
+#: like onnx's reference evaluator: finite differences and the fused graphs, which hold the
+#: forward one, would say nothing about the gradients. They are left out.
+NOT_RUNNABLE = {
+    **dict.fromkeys(["reducesum-noop", "reducemean-noop", "reducesumsquare-noop",
+                     "reducel2-noop-float32", "reducelogsumexp-noop", "reducemax-noop",
+                     "reducemin-noop"], _NOOP_FAILS),
+    **dict.fromkeys(["reducel1-noop", "reducel1-noop-empty-axes"],
+                    "onnxruntime 1.19's ReduceL1 reduces over all axes where "
+                    "noop_with_empty_axes=1 leaves the input as is"),
+    "reducesumsquare-noop-empty-axes": "noop_with_empty_axes=1 and empty axes: onnxruntime "
+                                       "1.19 returns X, the reference evaluator X^2",
+    "reducel2-noop-empty-axes-float32": "noop_with_empty_axes=1 and empty axes: onnxruntime "
+                                        "1.19 returns X, the reference evaluator |X|",
 }
 
 #: Cases where the training backend returns something else than the contract says; the
@@ -87,8 +158,8 @@ KNOWN_WRONG = {
 }
 
 
-def _known(table: dict[str, str], case: Case) -> str | None:
-    """The reason ``table`` gives for ``case`` (by name, then by operator), or None."""
+def _known(table: dict, case: Case):
+    """The entry ``table`` gives for ``case`` (by name, then by operator), or None."""
     name = case.name.removesuffix("-float32")
     if name in table:
         return table[name]
@@ -102,26 +173,46 @@ def _variant(case: Case) -> Case:
 
 def _param(case: Case):
     reason = _known(KNOWN_WRONG, case)
-    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+    marks = ([pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)]
+             if reason else [])
     return pytest.param(case, id=case.name, marks=marks)
 
 
-def _builder_fails(case: Case) -> str | None:
-    return _known(BUILDER_FAILS, case) or _known(CASE_BUILDER_FAILS, case)
+def _builder_fails(case: Case) -> Refusal | None:
+    return _known(CASE_BUILDER_FAILS, case) or _known(BUILDER_FAILS, case)
 
 
-#: The cases onnxruntime itself runs like onnx's reference evaluator (1.19 fails on
-#: reductions with ``noop_with_empty_axes``): both fused graphs hold the forward one.
-RUNNABLE = [case for case in map(_variant, CASES) if onnxruntime_agrees(case)]
+VARIANTS = [_variant(case) for case in CASES]
+RUNNABLE = [case for case in VARIANTS if case.name not in NOT_RUNNABLE]
 COMPARED = [_param(case) for case in RUNNABLE if _builder_fails(case) is None]
 REFUSED = [pytest.param(case, id=case.name) for case in RUNNABLE if _builder_fails(case)]
 
 
+def test_not_runnable_cases_are_exactly_those_listed():
+    """A case onnxruntime starts running correctly, or one it stops running, fails here."""
+    failing = [case.name for case in VARIANTS if not onnxruntime_agrees(case)]
+    assert sorted(failing) == sorted(NOT_RUNNABLE)
+
+
+def test_every_table_entry_is_used():
+    """No stale entry: each name is a case or an operator of one, and each refusal is the
+    one some runnable case gets."""
+    names = {case.name.removesuffix("-float32") for case in VARIANTS}
+    ops = set().union(*(case.op_types for case in VARIANTS))
+    for table in (FLOAT64_FAILS, KNOWN_WRONG):
+        assert set(table) - names - ops == set()
+    used = {id(_builder_fails(case)) for case in RUNNABLE}
+    for table in (BUILDER_FAILS, CASE_BUILDER_FAILS):
+        assert [key for key, entry in table.items() if id(entry) not in used] == []
+
+
 @pytest.mark.parametrize("case", REFUSED)
 def test_builder_limits_are_still_there(case):
-    """The cases listed as failing in onnxruntime-training's builder do fail: a newer
-    build that differentiates one makes this fail, and the case moves to the comparison."""
-    with pytest.raises((RuntimeError, IndexError)):
+    """The cases listed as failing in onnxruntime-training's builder fail with the listed
+    message: a newer build that differentiates one makes this fail, and the case moves to
+    the comparison."""
+    refusal = _builder_fails(case)
+    with pytest.raises(refusal.error, match=refusal.match):
         build_gradient(case.model, case.weights, case.inputs, backend="onnxruntime-training")
 
 

@@ -23,7 +23,7 @@ from skl_ortgrad import (
     OnnxSGDRegressor,
 )
 from skl_ortgrad.gradient import backend as backend_module
-from skl_ortgrad.gradient import resolve_backend
+from skl_ortgrad.gradient import resolve_backend, training_available
 from skl_ortgrad.gradient.forward_backward import OrtGradientForwardBackward
 from skl_ortgrad.objective.merge import add_loss_output
 from skl_ortgrad.training.caches import transient
@@ -51,6 +51,17 @@ def cancer():
 def iris():
     X, y = _scaled(load_iris, 150)
     return X, np.array(["setosa", "versicolor", "virginica"])[y]
+
+
+def test_training_backend_is_installed_where_promised():
+    """requirements.txt installs onnxruntime-training-cpu on Python < 3.13 and plain
+    onnxruntime after: its graph builder imports exactly where promised, so a missing or
+    broken training install fails here (and in every test of that backend) rather than
+    skipping them."""
+    assert training_available() == TRAINING, (
+        "onnxruntime-training's OrtModuleGraphBuilder "
+        + ("does not import: pip install -r requirements.txt" if TRAINING
+           else "imports where requirements.txt installs plain onnxruntime"))
 
 
 def test_auto_is_training_where_installed(monkeypatch):

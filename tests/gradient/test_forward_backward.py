@@ -6,10 +6,10 @@ import pickle
 import numpy as np
 import onnx
 import pytest
+from _backends import TRAINING
 from onnxruntime import RunOptions
 from onnxruntime.capi._pybind_state import OrtValue, OrtValueVector
 
-from skl_ortgrad.gradient import training_available
 from skl_ortgrad.gradient.forward_backward import (
     OrtGradientForwardBackward,
     OrtGradientForwardBackwardFunction,
@@ -201,7 +201,7 @@ def test_selected_inputs_outputs_and_run_options(linear_onnx, regression_data, b
 
 
 def test_graph_builder_config(linear_onnx):
-    if not training_available():
+    if not TRAINING:
         with pytest.raises(ValueError, match="needs backend='onnxruntime-training'"):
             OrtGradientForwardBackward(linear_onnx, graph_builder_config=object())
         return

@@ -187,9 +187,7 @@ def test_non_finite_weights_reject_the_group(monkeypatch, groups):
     assert np.isfinite(model.coef_).all()
 
 
-@pytest.mark.skipif(signal.getsignal(signal.SIGINT) is not signal.default_int_handler,
-                    reason="needs Python's default SIGINT handler (a background job "
-                           "started without job control ignores SIGINT)")
+@pytest.mark.usefixtures("default_sigint")
 def test_ctrl_c_during_a_group(monkeypatch):
     """SIGINT during a grouped call: the call completes, its epochs are recorded, then
     KeyboardInterrupt; the state is that of a fit of as many epochs."""

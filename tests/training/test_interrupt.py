@@ -7,6 +7,9 @@ import pytest
 
 from skl_ortgrad.training.interrupt import DeferredInterrupt
 
+# DeferredInterrupt installs its handler only over Python's default one.
+pytestmark = pytest.mark.usefixtures("default_sigint")
+
 
 def test_a_held_interrupt_is_raised_when_the_block_ends():
     reached = []

@@ -729,9 +729,7 @@ def test_a_chunk_whose_replay_is_finite_rewinds_then_goes_on(monkeypatch, chunks
     _assert_same(got, expected, rtol=1e-5)
 
 
-@pytest.mark.skipif(signal.getsignal(signal.SIGINT) is not signal.default_int_handler,
-                    reason="needs Python's default SIGINT handler (a background job "
-                           "started without job control ignores SIGINT)")
+@pytest.mark.usefixtures("default_sigint")
 def test_ctrl_c_is_honoured_at_the_next_chunk_boundary(monkeypatch, chunks, generic):
     """SIGINT during the 3rd call of epoch 2: that chunk completes, nothing after it
     runs; the state is the per-batch path's interrupted after the same batches."""

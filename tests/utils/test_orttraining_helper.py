@@ -114,10 +114,29 @@ def test_add_loss_output_with_penalty(linreg):
     pen = 0.1 * np.abs(coef).sum() + 0.4 * (coef**2).sum() + 2.0 * b**2
     assert loss.shape == (1, 1)
     assert loss[0, 0] == pytest.approx(data + pen, rel=1e-4)
-    # The penalty is differentiable: d/dcoef includes l1 sign(coef) + 2 l2 coef.
+    # Its gradient, against the closed form in float64 at the fitted weights (not the
+    # optimum of the noisy labels): X^T clip(r, -eps, eps) + l1 sign(coef) + 2 l2 coef for
+    # the coefficients, sum clip(r, -eps, eps) + 2 l2 b for the intercept, r = Xw + b - y.
     grad = onnx_derivative(with_loss, weights=["coef", "intercept"], inputs=[],
                            options=DerivativeOptions.Loss)
     assert [o.name for o in grad.graph.output] == ["coef_grad", "intercept_grad"]
+    coef32 = coef.reshape(-1, 1).astype(np.float32)
+    b32 = np.array([b], dtype=np.float32)
+    coef_grad, intercept_grad = run(
+        grad, {"X": X, "label": label, "coef": coef32, "intercept": b32})
+    w, b64, x = coef32.astype(np.float64), b32.astype(np.float64), X.astype(np.float64)
+    slope = np.clip(x @ w + b64 - label, -0.5, 0.5)
+    penalty_grad = 0.1 * np.sign(w) + 2 * 0.4 * w
+    np.testing.assert_allclose(coef_grad, x.T @ slope + penalty_grad, rtol=1e-5)
+    np.testing.assert_allclose(intercept_grad, slope.sum(axis=0) + 2 * 2.0 * b64, rtol=1e-5)
+    # The penalty's part alone: the same gradient without the penalty differs by it.
+    plain = onnx_derivative(add_loss_output(onx, "huber", epsilon=0.5),
+                            weights=["coef", "intercept"], inputs=[],
+                            options=DerivativeOptions.Loss)
+    plain_coef, plain_intercept = run(
+        plain, {"X": X, "label": label, "coef": coef32, "intercept": b32})
+    np.testing.assert_allclose(coef_grad - plain_coef, penalty_grad, rtol=1e-4)
+    np.testing.assert_allclose(intercept_grad - plain_intercept, 2 * 2.0 * b64, rtol=1e-4)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -176,20 +195,26 @@ def test_rewrite_no_gradient_ops(scaler):
     )
     # The scaler constants are no weights.
     assert list(get_train_initializer(rewritten)) == ["coef", "intercept"]
+    # The squared error sum (Xs w + b - y)^2 of the scaled features Xs: its gradient is
+    # 2 Xs^T r and 2 sum r, r = Xs w + b - y (float64 numpy), away from the optimum; at
+    # the optimum (Y is exactly linear in X) it is float32 noise next to that.
     grad = onnx_derivative(add_loss_output(rewritten), weights=["coef", "intercept"],
                            inputs=[], options=DerivativeOptions.Loss)
-    (coef_grad, intercept_grad) = run(
-        grad,
-        {
-            "X": X,
-            "label": Y.reshape(-1, 1),
-            "coef": pipe[-1].coef_.reshape(-1, 1).astype(np.float32),
-            "intercept": np.array([pipe[-1].intercept_], dtype=np.float32),
-        },
-    )
-    # At the least-squares optimum the gradient vanishes (up to float32 noise).
-    assert np.abs(coef_grad).max() < 1e-2
-    assert np.abs(intercept_grad).max() < 1e-2
+    scaled = pipe[0].transform(X).astype(np.float64)
+    optimum = (pipe[-1].coef_.reshape(-1, 1), np.array([pipe[-1].intercept_]))
+    shifted = (optimum[0] + np.array([[0.5], [-0.25], [1.0]]), optimum[1] + 0.3)
+    shifted = tuple(w.astype(np.float32) for w in shifted)
+
+    def gradient(coef, intercept):
+        return run(grad, {"X": X, "label": Y.reshape(-1, 1), "coef": coef.astype(np.float32),
+                          "intercept": intercept.astype(np.float32)})
+
+    coef_grad, intercept_grad = gradient(*shifted)
+    residual = scaled @ shifted[0] + shifted[1] - Y.reshape(-1, 1)
+    np.testing.assert_allclose(coef_grad, 2 * scaled.T @ residual, rtol=1e-5)
+    np.testing.assert_allclose(intercept_grad, 2 * residual.sum(axis=0), rtol=1e-5)
+    for got, away in zip(gradient(*optimum), (coef_grad, intercept_grad), strict=True):
+        assert np.abs(got).max() < 1e-4 * np.abs(away).max()
 
 
 def test_rewrite_scaler_gradient_is_correct():
@@ -197,14 +222,19 @@ def test_rewrite_scaler_gradient_is_correct():
     rewritten = rewrite_no_gradient_ops(convert(pipe))
     grad = onnx_derivative(rewritten, weights=list(get_train_initializer(rewritten)),
                            inputs=["X"])
-    g = np.ones((len(X), 1), dtype=np.float32)
+    # A random output gradient g: the columns of the standardized X sum to 0, so g = 1
+    # would expect a coefficient gradient of about 1e-6 that any small value matches.
+    g = RNG.standard_normal((len(X), 1)).astype(np.float32)
     coef = pipe[-1].coef_.reshape(-1, 1).astype(np.float32)
     feeds = {"X": X, "coef": coef, "intercept": np.zeros(1, np.float32), "variable_grad": g}
-    X_grad, coef_grad, _ = run(grad, feeds)
-    scaled = pipe[0].transform(X)
-    np.testing.assert_allclose(coef_grad.ravel(), scaled.sum(axis=0), rtol=1e-3, atol=1e-3)
-    expected = np.tile((coef.ravel() / pipe[0].scale_), (len(X), 1))
-    np.testing.assert_allclose(X_grad, expected, rtol=1e-4)
+    X_grad, coef_grad, intercept_grad = run(grad, feeds)
+    scaled = pipe[0].transform(X).astype(np.float64)
+    g64 = g.astype(np.float64)
+    np.testing.assert_allclose(coef_grad, scaled.T @ g64, rtol=1e-5)
+    np.testing.assert_allclose(intercept_grad, g64.sum(axis=0), rtol=1e-5)
+    # y = ((X - mean) / scale) w + b: dy/dX = g (w / scale)^T.
+    np.testing.assert_allclose(X_grad, g64 @ (coef.ravel() / pipe[0].scale_)[None, :],
+                               rtol=1e-5)
 
 
 def test_get_train_initializer():
