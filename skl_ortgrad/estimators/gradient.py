@@ -149,10 +149,13 @@ class _BaseOnnxGradient(BaseOnnxEstimator):
         """``learning_rate``, ``loss`` and ``penalty`` through the training objects'
         ``select`` (None: the defaults of :meth:`_default_rate`, :meth:`_default_loss`
         and no penalty)."""
-        rate = (
-            self._default_rate() if self.learning_rate is None
-            else BaseLearningRate.select(self.learning_rate)
-        )
+        if self.learning_rate is None:
+            rate = self._default_rate()
+        elif isinstance(self.learning_rate, numbers.Real):
+            # A number is a constant step here (the seed API's select reads it as eta0).
+            rate = LearningRateSGD(eta0=float(self.learning_rate), learning_rate="constant")
+        else:
+            rate = BaseLearningRate.select(self.learning_rate)
         loss = self._default_loss() if self.loss is None else BaseLearningLoss.select(self.loss)
         return rate, loss, BaseLearningPenalty.select(self.penalty)
 

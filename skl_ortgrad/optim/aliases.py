@@ -81,7 +81,9 @@ for _family, _table in ((BaseLearningRate, LEARNING_RATES), (BaseLearningLoss, L
 del _family, _table, _names, _klass, _params
 
 BaseLearningRate.register_default(LearningRateSGD)
-BaseLearningRate.register_float(LearningRateSGD, "eta0", learning_rate="constant")
+# A number is LearningRateSGD(eta0=x), its default schedule included, as onnxcustom's
+# select reads it; the estimators turn their numbers into constant rates themselves.
+BaseLearningRate.register_float(LearningRateSGD, "eta0")
 BaseLearningLoss.register_default(SquareLearningLoss)
 BaseLearningPenalty.register_default(NoLearningPenalty)
 BaseLearningPenalty.register_float(ElasticLearningPenalty, "l2", l1=0.0)

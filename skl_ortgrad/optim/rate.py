@@ -60,7 +60,7 @@ class BaseLearningRate(BaseLearningObject, family="learning rate"):
     value                               object
     ==================================  =====================================================
     ``None``                            ``LearningRateSGD()`` (invscaling, eta0=0.01)
-    float ``x``                         ``LearningRateSGD(eta0=x, learning_rate='constant')``
+    float ``x``                         ``LearningRateSGD(eta0=x)`` (invscaling, as onnxcustom)
     ``'SGD'``, ``'sgd'``                ``LearningRateSGD()``
     ``'constant'``                      ``LearningRateSGD(learning_rate='constant')``
     ``'invscaling'``                    ``LearningRateSGD(learning_rate='invscaling')``

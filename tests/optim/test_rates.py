@@ -364,7 +364,9 @@ def test_select_other_values():
     assert repr(BaseLearningRate.select(None)) == "LearningRateSGD()"
     got = BaseLearningRate.select(0.25)
     assert type(got) is LearningRateSGD
-    assert got.get_params()["eta0"] == 0.25 and got.learning_rate == "constant"
+    # onnxcustom's select: a number is eta0 of the default schedule (invscaling)
+    assert got.get_params() == LearningRateSGD(eta0=0.25).get_params()
+    assert got.learning_rate == "invscaling"
     assert BaseLearningRate.select(np.float32(0.5)).eta0 == 0.5
     rate = LearningRateSGDNesterov()
     assert BaseLearningRate.select(rate) is rate

@@ -291,6 +291,10 @@ def test_bad_parameters(linear_onnx, regression_data):
         OrtGradientForwardBackwardOptimizer(linear_onnx).fit(X, y[:10])
 
 
+#: A constant step of 0.05 (a bare number is onnxcustom's invscaling schedule).
+CONSTANT_005 = LearningRateSGD(eta0=0.05, learning_rate="constant")
+
+
 def _sgd_step(opt, X, y, eta):
     """One full-batch SGD step of the squared loss in float64, from opt's weights."""
     coef, intercept = (w.astype(np.float64) for w in opt.weights_)
@@ -303,7 +307,7 @@ def test_stream_of_chunk_sizes_builds_two_sessions_at_most(linear_onnx, regressi
     general step (no session per size), and each such call is one exact SGD step."""
     X, y = regression_data
     opt = OrtGradientForwardBackwardOptimizer(
-        linear_onnx, batch_size=50, shuffle=False, learning_rate=0.05, random_state=0)
+        linear_onnx, batch_size=50, shuffle=False, learning_rate=CONSTANT_005, random_state=0)
     opt.partial_fit(X[:50], y[:50])
     start = 50
     for rows in (7, 13, 20, 31, 9):
@@ -323,7 +327,7 @@ def test_partial_fit_stream_reuses_its_loader(linear_onnx, regression_data):
     the new rows; a non-warm fit replaces the weights and drops it."""
     X, y = regression_data
     opt = OrtGradientForwardBackwardOptimizer(
-        linear_onnx, max_iter=1, batch_size=100, shuffle=False, learning_rate=0.05)
+        linear_onnx, max_iter=1, batch_size=100, shuffle=False, learning_rate=CONSTANT_005)
     opt.partial_fit(X[:100], y[:100])
     loader = transient(opt).loader[1]
     opt.partial_fit(X[:100], y[:100])
@@ -334,7 +338,7 @@ def test_partial_fit_stream_reuses_its_loader(linear_onnx, regression_data):
     for got, want in zip(opt.weights_, expected, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     shuffled = OrtGradientForwardBackwardOptimizer(
-        linear_onnx, max_iter=1, batch_size=100, learning_rate=0.05, random_state=0)
+        linear_onnx, max_iter=1, batch_size=100, learning_rate=CONSTANT_005, random_state=0)
     shuffled.partial_fit(X[:100], y[:100])
     loader = transient(shuffled).loader[1]
     shuffled.partial_fit(other_X, other_y)  # copied into the same buffers
