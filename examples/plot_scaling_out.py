@@ -26,6 +26,8 @@ import dask.array as da
 import joblib
 import matplotlib.pyplot as plt
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 from dask_ml.wrappers import Incremental, ParallelPostFit
 from distributed import Client, LocalCluster
 from sklearn.model_selection import GridSearchCV
@@ -116,17 +118,9 @@ if __name__ == "__main__":
 # time. With pyarrow, ``pre_buffer=False`` reads each batch's pages as it needs them:
 # pyarrow's default pre-buffering reads ahead, and its peak memory grew with the size of
 # the file where this one stayed flat (:doc:`/scaling` gives the measurements). pyarrow
-# is not a requirement of skl_ortgrad: without it, this part only says so.
+# comes with dask-ml (through ``dask[dataframe]``); skl_ortgrad itself does not need it.
 
 if __name__ == "__main__":
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        pq = None
-        print("pyarrow is not installed (pip install pyarrow): the Parquet part is skipped")
-
-if __name__ == "__main__" and pq is not None:
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "train.parquet")
         columns = {f"x{i}": X[:5000, i] for i in range(8)}

@@ -64,7 +64,7 @@ def validate_finite_data(estimator: Any, X: Any, y: Any = "no_validation",
         try:
             result = validate_data(estimator, X, y, ensure_all_finite=False, **params)
         except ValueError as error:
-            _locate(error, X, y)
+            locate_offending_value(error, {"X": X, "y": y})
             raise
     checked = result if isinstance(y, str) and y == "no_validation" else result[0]
     graph_X = None
@@ -79,7 +79,8 @@ def validate_finite_data(estimator: Any, X: Any, y: Any = "no_validation",
             check_array(checked, accept_sparse=True, dtype=None, ensure_2d=False,
                         estimator=estimator, input_name="X")
         except ValueError as error:
-            _locate(error, checked, None, getattr(estimator, "feature_names_in_", None))
+            locate_offending_value(error, {"X": checked},
+                                   getattr(estimator, "feature_names_in_", None))
             raise
         if graph_dtype is not None:
             check_dtype_range(checked, graph_dtype, "X",
@@ -140,24 +141,28 @@ _SCAN_VALUES = 1 << 20
 _NOT_FLOAT = "could not convert string to float"
 
 
-def _locate(error: ValueError, X: Any, y: Any, feature_names: Any = None) -> None:
-    """Complete the message of ``error``, a refusal of ``X`` or ``y``, with where the first
-    offending value is (in place: the caller re-raises ``error``).
+def locate_offending_value(error: ValueError, inputs: dict[str, Any],
+                           feature_names: Any = None) -> None:
+    """Complete the message of ``error``, scikit-learn's refusal of one of ``inputs``
+    (``{"X": X, "y": y}``, ``{"sample_weight": w}``...), with where the first offending
+    value is, in place: the caller re-raises ``error``.
 
     ``Input X contains NaN.`` becomes ``Input X contains NaN in column 3 ('age'), row
-    7.``, scikit-learn's following lines kept; a string that is no number becomes
-    ``could not convert string to float: 'abc' in column 1, row 4 of X``. Messages of
-    other errors, or values that cannot be found, are left as they are.
+    7.``, scikit-learn's following lines kept; ``Input y contains infinity...`` gets ``at
+    row 5``; a string of ``X`` that is no number gives ``could not convert string to
+    float: 'abc' in column 1, row 4 of X``. Messages of other errors, or values that
+    cannot be found, are left as they are.
     """
     first, newline, rest = str(error).partition("\n")
     located = first
-    for name, values in (("X", X), ("y", y)):
+    for name, values in inputs.items():
         if first.startswith(f"Input {name} contains "):
             test = np.isnan if "NaN" in first else np.isinf
-            where = _non_finite_position(values, test, feature_names)
+            where = _non_finite_position(values, test, feature_names if name == "X" else None)
             if where is not None:
                 located = f"{first.rstrip('.')} {where}."
-    if first.startswith(_NOT_FLOAT):
+    if first.startswith(_NOT_FLOAT) and "X" in inputs:
+        X = inputs["X"]
         cell = _unconvertible_cell(X)
         if cell is not None:
             row, column, complaint = cell

@@ -107,12 +107,24 @@ def test_a_string_that_is_no_number_is_named_with_its_cell(kind):
     assert message == f"could not convert string to float: 'abc' in column 3{label}, row 6 of X"
 
 
+def test_any_named_input_can_be_located():
+    """What base.py's sample_weight check could use: the name in the message decides."""
+    weights = np.ones(6)
+    weights[4] = np.inf
+    error = ValueError("Input sample_weight contains infinity or a value too large.")
+    finite_input.locate_offending_value(error, {"sample_weight": weights})
+    assert str(error) == "Input sample_weight contains infinity or a value too large at row 4."
+    other = ValueError("Input X contains NaN.")
+    finite_input.locate_offending_value(other, {"sample_weight": weights})
+    assert str(other) == "Input X contains NaN."
+
+
 def test_valid_input_is_never_searched(monkeypatch):
     """The search for the offending value runs only once a check has failed."""
     def searched(*args):
         raise AssertionError("searched")
 
-    monkeypatch.setattr(finite_input, "_locate", searched)
+    monkeypatch.setattr(finite_input, "locate_offending_value", searched)
     for data in (X, X.astype(np.float64), sp.csr_matrix(X), pd.DataFrame(X)):
         validate_finite_data(SGDRegressor(), data, Y, accept_sparse="csr",
                              graph_dtype=np.float32, dtype=[np.float64, np.float32])
