@@ -1,6 +1,9 @@
-"""End-to-end demo: train with onnxruntime-training, compare with scikit-learn, serve the ONNX.
+"""End-to-end demo: train on the ONNX graph with onnxruntime, compare with scikit-learn, serve the
+ONNX model.
 
-Run with ``make demo``. Uses only datasets that ship with scikit-learn.
+Run with ``make demo``. Uses only datasets that ship with scikit-learn; trains with the
+gradient backend ``backend="auto"`` picks (onnxruntime-training up to Python 3.12, else the
+standard-ONNX one).
 """
 
 import os
@@ -20,9 +23,13 @@ from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
 
 
 def curve(losses: list[float], width: int = 40) -> str:
-    """A one-line text sparkline of a loss curve."""
+    """A one-line text sparkline of a loss curve: one mark per epoch (at most ``width``,
+    evenly spaced, the last epoch included), from ' ' for the curve's lowest loss to '@'
+    for its highest, on a log scale (the first epochs' losses are often far larger)."""
     marks = " .:-=+*#%@"
-    values = np.asarray(losses[:: max(1, len(losses) // width)])
+    values = np.asarray(losses, dtype=float)
+    values = values[np.linspace(0, len(values) - 1, min(width, len(values))).round().astype(int)]
+    values = np.log(values) if (values > 0).all() else values
     scaled = (values - values.min()) / (np.ptp(values) or 1)
     return "".join(marks[int(v * (len(marks) - 1))] for v in scaled)
 
@@ -36,11 +43,15 @@ def compare(name, ours, theirs, X_train, X_test, y_train, y_test):
         print(f"  {label:<13} test score {model.score(X_test, y_test):.4f}  "
               f"epochs {model[-1].n_iter_:>4}  fit {seconds:.2f}s")
     losses = ours[-1].loss_curve_
-    print(f"  loss curve   {losses[0]:.4g} -> {losses[-1]:.4g}  [{curve(losses)}]")
+    print(f"  skl_ortgrad's training loss, epoch 1 -> {len(losses)}: "
+          f"{losses[0]:.4g} -> {losses[-1]:.4g}  [{curve(losses)}]")
 
 
 def main(folder: str) -> None:
     """Train, compare with scikit-learn, and serve the ONNX models saved in ``folder``."""
+    print("Test scores on a 75/25 split of scikit-learn's bundled datasets. Loss curves: "
+          "one mark per epoch\n(40 at most), from ' ' (the curve's lowest loss) to '@' "
+          "(its highest), on a log scale.")
     X, y = load_diabetes(return_X_y=True)
     split = train_test_split(X, y, random_state=0)
     regressor = make_pipeline(StandardScaler(), OnnxSGDRegressor(random_state=0))
@@ -64,10 +75,16 @@ def main(folder: str) -> None:
             X_train, X_test, y_train, y_test)
 
     print("\n== the trained graphs are ONNX models ready to serve")
+    saved = []
     for name, model in (("diabetes", regressor[-1]), ("iris", classifier)):
         path = os.path.join(folder, f"{name}.onnx")
         onnx.save(model.to_onnx(), path)
-        print(f"  saved {path} ({os.path.getsize(path)} bytes)")
+        saved.append(f"{name}.onnx ({os.path.getsize(path)} bytes)")
+    print(f"  saved {' and '.join(saved)} in the temporary folder\n"
+          f"  {folder}, removed when the demo ends. To keep a model:\n"
+          "  onnx.save(model.to_onnx(), 'model.onnx') to serve it, or "
+          "skl_ortgrad.save(model, 'model.onnx')\n  to serve it and resume its training "
+          "later.")
     session = InferenceSession(os.path.join(folder, "iris.onnx"),
                                providers=["CPUExecutionProvider"])
     labels, probabilities = session.run(None, {"X": X_test.astype(np.float32)})

@@ -5,8 +5,9 @@ Export to ONNX and serve with onnxruntime
 The graph that was trained is the model to deploy: ``to_onnx()`` returns it as an
 :class:`onnx.ModelProto` with the trained weights as initializers. Serving needs only
 onnxruntime (or any ONNX runtime), neither scikit-learn nor skl_ortgrad. This example
-trains a classifier on iris with string labels, saves the ONNX file, loads it in an
-:class:`onnxruntime.InferenceSession` and checks that its outputs are ``predict`` and
+trains a classifier on iris with string labels, saves the ONNX file (in a temporary
+folder; ``onnx.save(model.to_onnx(), "iris.onnx")`` saves it where you like), loads it in
+an :class:`onnxruntime.InferenceSession` and checks that its outputs are ``predict`` and
 ``predict_proba``.
 """
 
@@ -38,10 +39,11 @@ print(f"test accuracy {model.score(X_test, y_test):.3f}")
 # probabilities (no ZipMap: a plain matrix, one column per class of ``classes_``).
 
 onx = model.to_onnx()
-folder = tempfile.TemporaryDirectory()
+folder = tempfile.TemporaryDirectory()  # this example leaves no file behind
 path = os.path.join(folder.name, "iris.onnx")
 onnx.save(onx, path)
-print(f"saved {os.path.getsize(path)} bytes to {os.path.basename(path)}")
+print(f"saved the model, {os.path.getsize(path)} bytes, as iris.onnx in a temporary folder "
+      "(removed once onnxruntime has loaded it, below)")
 print("inputs: ", [(i.name, i.type.tensor_type.elem_type) for i in onx.graph.input])
 print("outputs:", [o.name for o in onx.graph.output])
 print("opset:  ", {d.domain or "ai.onnx": d.version for d in onx.opset_import})
@@ -51,7 +53,8 @@ print("opset:  ", {d.domain or "ai.onnx": d.version for d in onx.opset_import})
 # -------------------------
 
 session = InferenceSession(path, providers=["CPUExecutionProvider"])
-folder.cleanup()  # the session holds the model: the file is no longer needed
+folder.cleanup()
+print("temporary folder removed: the session keeps the model in memory")
 labels, probabilities = session.run(None, {"X": X_test.astype(np.float32)})
 assert np.array_equal(labels, model.predict(X_test))
 gap = np.abs(probabilities - model.predict_proba(X_test)).max()

@@ -126,12 +126,32 @@ def test_every_public_name_is_documented(html):
 
 @pytest.mark.slow
 def test_fitted_attributes_keep_their_trailing_underscore(html):
+    """Each attribute is an entry of its own, its name whole (an :ivar: field showed
+    "intercepts (coefs,)")."""
     public = _reference(html)
     for name in ("OnnxSGDRegressor.coef_", "OnnxSGDClassifier.intercept_",
-                 "OnnxMLPRegressor.loss_", "OnnxMLPClassifier.classes_"):
+                 "OnnxMLPRegressor.loss_", "OnnxMLPClassifier.classes_",
+                 "OnnxMLPRegressor.coefs_", "OnnxMLPRegressor.intercepts_",
+                 "OnnxSGDRegressor.validation_scores_", "OnnxGradientClassifier.backend_"):
         assert f'id="skl_ortgrad.{name}"' in public, name
-    # Several names in one entry stay readable (an :ivar: field showed "intercepts (coefs,)").
-    assert "<span class=\"pre\">coefs_,</span> <span class=\"pre\">intercepts_</span>" in public
+
+
+def _parameter(page, name):
+    """The rendered entry of parameter ``name`` on a reference page."""
+    match = re.search(rf"<li><p><strong>{name}</strong>(.*?)</li>", page, re.DOTALL)
+    assert match, name
+    return match.group(1)
+
+
+@pytest.mark.slow
+def test_each_parameter_reads_its_own_description(html):
+    """The SGD page once gave max_iter, tol, eta0... verbose's description."""
+    page = (html / "api" / "generated" / "OnnxSGDRegressor.html").read_text(encoding="utf-8")
+    assert "progress bar" in _parameter(page, "verbose")
+    for name in ("max_iter", "tol", "shuffle", "epsilon", "random_state", "eta0",
+                 "power_t", "early_stopping", "n_iter_no_change", "warm_start"):
+        assert "progress bar" not in _parameter(page, name), name
+    assert "default=1000" in _parameter(page, "max_iter")
 
 
 @pytest.mark.slow

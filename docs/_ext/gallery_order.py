@@ -19,7 +19,7 @@ EXAMPLES = (
     "plot_losses_penalties.py",       # choosing the loss and the penalty, float64
     "plot_mlp_digits.py",             # neural networks
     "plot_finetune_pipeline.py",      # continuing the training of a fitted pipeline
-    "plot_dask_incremental.py",       # a cluster
+    "plot_scaling_out.py",            # dask-ml, joblib on a cluster, Parquet streaming
     "plot_seed_api.py",               # the engine underneath (onnxcustom's API)
 )
 

@@ -47,7 +47,8 @@ def _groups(package: str) -> list[tuple[str, str, list[str]]]:
     from skl_ortgrad.training.sgd_learning_rate import BaseLearningRate
 
     rules = [
-        ("Estimators", "scikit-learn estimators trained by onnxruntime-training.",
+        ("Estimators", "scikit-learn estimators whose weights are trained on their ONNX "
+         "graph by onnxruntime, with either gradient backend (see :doc:`/backends`).",
          lambda obj: isinstance(obj, type) and issubclass(obj, BaseOnnxEstimator)),
         ("Learning rates", "Step-size schedules and update rules "
          "(``learning_rate`` parameter).",

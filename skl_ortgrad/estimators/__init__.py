@@ -1,4 +1,4 @@
-"""scikit-learn estimators trained through onnxruntime-training."""
+"""scikit-learn estimators trained on their ONNX graph by onnxruntime."""
 
 from skl_ortgrad.estimators import converters  # noqa: F401  (registers the skl2onnx converters)
 from skl_ortgrad.estimators.gradient import OnnxGradientClassifier, OnnxGradientRegressor

@@ -24,6 +24,28 @@ def _overflowing(values: Any, dtype: np.dtype) -> np.ndarray:
     return np.flatnonzero(np.isinf(cast) & np.isfinite(data))
 
 
+def position(values: Any, index: int) -> tuple[int, int | None]:
+    """(row, column) of the value at ``index`` in ``values.data`` (CSR matrix) or in
+    ``values.ravel()`` (dense, row-major); column None for 1-D ``values``."""
+    if hasattr(values, "toarray"):
+        # CSR: the row is the segment of indptr holding the position.
+        row = int(np.searchsorted(values.indptr, index, side="right")) - 1
+        return row, int(values.indices[index])
+    if np.ndim(values) == 2:
+        row, column = divmod(index, values.shape[1])
+        return int(row), int(column)
+    return index, None
+
+
+def describe_position(row: int, column: int | None, feature_names: Any = None) -> str:
+    """Where a value is, as the messages say it: ``"in column 3 ('age'), row 7"`` (the
+    name when ``feature_names`` are known), or ``"at row 7"`` for 1-D values."""
+    if column is None:
+        return f"at row {row}"
+    label = f" ({feature_names[column]!r})" if feature_names is not None else ""
+    return f"in column {column}{label}, row {row}"
+
+
 def check_dtype_range(
     values: Any, dtype: Any, name: str = "X", feature_names: Any = None
 ) -> None:
@@ -62,21 +84,9 @@ def check_dtype_range(
     positions = _overflowing(values, dtype)
     if positions.size == 0:
         return  # beyond the largest value, but rounding down to it
-    first = int(positions[0])
-    if hasattr(values, "toarray"):
-        # CSR: the row is the segment of indptr holding the position.
-        row = int(np.searchsorted(values.indptr, first, side="right")) - 1
-        column = int(values.indices[first])
-        value = float(values.data[first])
-    elif np.ndim(values) == 2:
-        row, column = divmod(first, values.shape[1])
-        value = float(values[row, column])
-    else:
-        row, column, value = first, None, float(values[first])
-    where = f"at row {row}"
-    if column is not None:
-        label = f" ({feature_names[column]!r})" if feature_names is not None else ""
-        where = f"in column {column}{label}, row {row}"
+    row, column = position(values, int(positions[0]))
+    value = float(values[row] if column is None else values[row, column])
+    where = describe_position(row, column, feature_names)
     raise ValueError(
         f"Input {name} contains a value too large for dtype('{dtype.name}') {where}: "
         f"{value!r}, beyond {limit!r} ({positions.size} such value(s)). The model computes "

@@ -36,6 +36,7 @@ from sklearn.utils.validation import check_is_fitted
 from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, numeric_targets
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin
 from skl_ortgrad.estimators.conversion import convert_model
+from skl_ortgrad.estimators.parameter_docs import GRADIENT, class_docstring, gradient_attributes
 from skl_ortgrad.graph.ml_rewrites import rewrite_no_gradient_ops
 from skl_ortgrad.graph.model import TARGET_OPSET
 from skl_ortgrad.graph.weights import get_train_initializer
@@ -228,38 +229,6 @@ class _BaseOnnxGradient(BaseOnnxEstimator):
 
 
 class OnnxGradientRegressor(RegressorMixin, _BaseOnnxGradient):
-    """Continue training a fitted regressor (or a pipeline ending in one) on new data.
-
-    Parameters
-    ----------
-    estimator : regressor or Pipeline
-        Its preprocessing steps stay frozen; the weights of its final step (a linear
-        model or an ``MLPRegressor``) are trained, starting from their fitted values.
-        An estimator that is not fitted is first fitted (a clone, with its own ``fit``)
-        on the data of the first ``fit``/``partial_fit``.
-    learning_rate : None, float, str or BaseLearningRate
-        None: a constant rate :math:`\\min(10^{-3}, 1 / E\\|x\\|^2)` over the inputs of the
-        final step, small enough not to undo the fitted solution.
-    loss : None, str or BaseLearningLoss
-        None: squared error (regressor); the cross-entropy of the graph's probabilities
-        (classifier). A string is an alias of :meth:`BaseLearningLoss.select`.
-    penalty : None, float, str or BaseLearningPenalty
-        None: no penalty; see :meth:`BaseLearningPenalty.select`.
-    max_iter, batch_size, tol, n_iter_no_change, early_stopping, validation_fraction :
-        As in :class:`~skl_ortgrad.OnnxSGDRegressor`.
-    shuffle, random_state, warm_start, verbose :
-        As in :class:`~skl_ortgrad.OnnxSGDRegressor`.
-    device, n_threads, dtype, backend :
-        As in :class:`~skl_ortgrad.OnnxSGDRegressor`.
-
-    Attributes
-    ----------
-    estimator_ : estimator
-        A copy of ``estimator`` whose final step has the trained weights.
-    n_iter_, t_, loss_curve_, n_features_in_ :
-        As in scikit-learn.
-    """
-
     def _default_loss(self) -> SquareLearningLoss:
         return SquareLearningLoss()
 
@@ -271,24 +240,19 @@ class OnnxGradientRegressor(RegressorMixin, _BaseOnnxGradient):
         return self._run(X)[self._template_.outputs[0]].ravel().astype(np.float64)
 
 
+OnnxGradientRegressor.__doc__ = class_docstring(
+    OnnxGradientRegressor,
+    """Continue training a fitted regressor (or a pipeline ending in one) on new data.
+
+    The final step (a linear model or an ``MLPRegressor``) is converted with skl2onnx and
+    its weights are trained from their fitted values by onnxruntime, with either gradient
+    backend; the preprocessing steps stay frozen.
+    """,
+    GRADIENT, gradient_attributes(classifier=False),
+)
+
+
 class OnnxGradientClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxGradient):
-    """Continue training a fitted classifier (or a pipeline ending in one) on new data.
-
-    The final step (``LogisticRegression``, ``SGDClassifier``, ``MLPClassifier``...) keeps
-    its classes; new data may only use them. The default loss matches the graph's
-    probabilities: softmax cross-entropy when the graph ends in a softmax, the logistic
-    loss per score otherwise.
-
-    Parameters are those of :class:`OnnxGradientRegressor`.
-
-    Attributes
-    ----------
-    estimator_ : estimator
-        A copy of ``estimator`` whose final step has the trained weights.
-    classes_ : ndarray
-        The fitted model's classes.
-    """
-
     def _default_loss(self) -> BaseLearningLoss:
         if self._softmax:
             return NegLogLearningLoss(eps=0.0, probability_function="softmax")
@@ -353,3 +317,16 @@ class OnnxGradientClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxG
                 "on data holding every class, or start with such data."
             )
         return clone(self.estimator).partial_fit(X, y, classes=self.classes_, **fit_params)
+
+
+OnnxGradientClassifier.__doc__ = class_docstring(
+    OnnxGradientClassifier,
+    """Continue training a fitted classifier (or a pipeline ending in one) on new data.
+
+    The final step (``LogisticRegression``, ``SGDClassifier``, ``MLPClassifier``...) keeps
+    its classes; new data may only use them. The default loss matches the graph's
+    probabilities: softmax cross-entropy when the graph ends in a softmax, the logistic
+    loss per score otherwise.
+    """,
+    GRADIENT, gradient_attributes(classifier=True),
+)

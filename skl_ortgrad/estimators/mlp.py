@@ -1,5 +1,5 @@
-"""Multi-layer perceptrons trained through onnxruntime-training: drop-in replacements for
-scikit-learn's ``MLPRegressor`` and ``MLPClassifier``.
+"""Multi-layer perceptrons trained on their ONNX graph by onnxruntime: drop-in replacements
+for scikit-learn's ``MLPRegressor`` and ``MLPClassifier``.
 
 The network is a scikit-learn MLP of the requested shape, initialized as scikit-learn
 does, converted with skl2onnx; every ``coefs_[i]`` and ``intercepts_[i]`` is a weight of
@@ -26,6 +26,7 @@ from sklearn.utils.validation import column_or_1d
 from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, numeric_targets
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
 from skl_ortgrad.estimators.conversion import convert_model
+from skl_ortgrad.estimators.parameter_docs import MLP, class_docstring, mlp_attributes
 from skl_ortgrad.graph.weights import get_train_initializer
 from skl_ortgrad.optim import (
     BaseLearningRate,
@@ -276,68 +277,7 @@ def _store(estimator: BaseOnnxEstimator, params: dict[str, Any]) -> None:
             setattr(estimator, name, value)
 
 
-_SHARED_DOC = """
-    Parameters
-    ----------
-    hidden_layer_sizes : tuple of int, default=(100,)
-        Units of each hidden layer.
-    activation : {'relu', 'tanh', 'logistic', 'identity'}, default='relu'
-    solver : {'adam', 'sgd', 'lbfgs'} or BaseLearningRate, default='adam'
-        As in scikit-learn. 'lbfgs' minimizes the loss of the whole data with
-        ``scipy.optimize`` (L-BFGS-B), the loss and its gradient computed by onnxruntime
-        (``max_iter`` iterations, ``max_fun`` evaluations, ``tol`` on the gradient); it
-        has no ``partial_fit``. An object (``LearningRateAdam(...)``,
-        ``LearningRateSGDNesterov(...)``...) is used as given, and the parameters of
-        'adam' and 'sgd' are then ignored.
-    alpha : float, default=0.0001
-        L2 penalty as scikit-learn's MLP: the term :math:`\\frac{\\alpha}{2 n_B}
-        \\sum_i \\|W_i\\|^2` on the coefficients of every batch of :math:`n_B` rows.
-    batch_size : int or 'auto', default='auto'
-        min(200, n_samples) for 'auto', as scikit-learn.
-    learning_rate : {'constant', 'invscaling', 'adaptive'} or BaseLearningRate
-        Schedule of ``solver='sgd'`` as in scikit-learn ('adaptive' divides the rate by
-        5 when training stops improving); an object is used as given, as for
-        ``solver``.
-    learning_rate_init, power_t, momentum, nesterovs_momentum, beta_1, beta_2, epsilon :
-        As in scikit-learn.
-    max_iter, shuffle, random_state, tol, warm_start, early_stopping,
-    validation_fraction, n_iter_no_change, max_fun :
-        As in scikit-learn.
-    verbose : bool or int, default=False
-        As :class:`~skl_ortgrad.OnnxSGDRegressor`'s.
-    device, n_threads, dtype, backend :
-        As in :class:`~skl_ortgrad.OnnxSGDRegressor`.
-"""
-
-
 class OnnxMLPRegressor(RegressorMixin, _BaseOnnxMLP):
-    __doc__ = (
-        """Multi-layer perceptron regressor trained on its ONNX graph: a drop-in
-    replacement of ``MLPRegressor``.
-
-    Minimizes :math:`\\frac{1}{2 n_B} \\sum_i \\|f(x_i) - y_i\\|^2` (or the ``loss``
-    object) over mini-batches; single and multi-output ``y``.
-
-    loss : {'squared_error', 'poisson'} or BaseLearningLoss, default='squared_error'
-        As in scikit-learn ('poisson': the output is :math:`e^s`, trained with the Poisson
-        loss on the raw score :math:`s`, targets >= 0); an object (a regression loss) is
-        used as given.
-    """
-        + _SHARED_DOC
-        + """
-    Attributes
-    ----------
-    coefs_, intercepts_ : list of ndarray
-        Trained weights of every layer.
-    n_layers_, n_outputs_, out_activation_, n_iter_, t_ :
-        As in scikit-learn.
-    loss_ : float
-        Mean training loss of the last epoch (``loss_curve_[-1]``), as in scikit-learn.
-    loss_curve_, best_loss_, n_features_in_, feature_names_in_ :
-        As in scikit-learn.
-    """
-    )
-
     _multi_output = True
     _parameter_constraints: ClassVar[dict] = {
         **_BaseOnnxMLP._parameter_constraints,
@@ -438,32 +378,20 @@ class OnnxMLPRegressor(RegressorMixin, _BaseOnnxMLP):
         return out.ravel() if self.n_outputs_ == 1 else out
 
 
+OnnxMLPRegressor.__doc__ = class_docstring(
+    OnnxMLPRegressor,
+    """Multi-layer perceptron regressor trained on its ONNX graph: a drop-in
+    replacement of ``MLPRegressor``.
+
+    Minimizes :math:`\\frac{1}{2 n_B} \\sum_i \\|f(x_i) - y_i\\|^2` (or the ``loss``)
+    over mini-batches of :math:`n_B` rows, or over the whole data with 'lbfgs'; single
+    and multi-output ``y``.
+    """,
+    MLP, mlp_attributes(classifier=False),
+)
+
+
 class OnnxMLPClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxMLP):
-    __doc__ = (
-        """Multi-layer perceptron classifier trained on its ONNX graph.
-
-    Binary problems end in one logistic unit, multiclass problems in a softmax; both are
-    trained with the numerically stable cross-entropy on the last layer's raw scores, and
-    ``predict_proba`` rows sum to 1. Multilabel targets (``y`` an indicator matrix, as
-    scikit-learn's) end in one logistic unit per label, each with its log loss:
-    ``classes_`` is ``arange(n_labels)``, ``predict`` returns the indicator of the labels
-    whose probability is above 0.5 and ``predict_proba`` each label's probability.
-    """
-        + _SHARED_DOC
-        + """
-    Attributes
-    ----------
-    classes_ : ndarray of shape (n_classes,)
-    coefs_, intercepts_ : list of ndarray
-    n_layers_, n_outputs_, out_activation_, n_iter_, t_ :
-        As in scikit-learn.
-    loss_ : float
-        Mean training loss of the last epoch (``loss_curve_[-1]``), as in scikit-learn.
-    loss_curve_, best_loss_, n_features_in_, feature_names_in_ :
-        As in scikit-learn.
-    """
-    )
-
     def __init__(
         self,
         hidden_layer_sizes: Any = (100,),
@@ -596,3 +524,19 @@ class OnnxMLPClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxMLP):
         if multilabel:
             _multilabel_outputs(template.model, template.outputs, self.n_outputs_, dtype)
         return template
+
+
+OnnxMLPClassifier.__doc__ = class_docstring(
+    OnnxMLPClassifier,
+    """Multi-layer perceptron classifier trained on its ONNX graph: a drop-in
+    replacement of ``MLPClassifier``.
+
+    Binary problems end in one logistic unit, multiclass problems in a softmax; both are
+    trained with the numerically stable cross-entropy on the last layer's raw scores, and
+    ``predict_proba`` rows sum to 1. Multilabel targets (``y`` an indicator matrix, as
+    scikit-learn's) end in one logistic unit per label, each with its log loss:
+    ``classes_`` is ``arange(n_labels)``, ``predict`` returns the indicator of the labels
+    whose probability is above 0.5 and ``predict_proba`` each label's probability.
+    """,
+    MLP, mlp_attributes(classifier=True),
+)

@@ -1,5 +1,6 @@
-"""Linear models trained by stochastic gradient descent through onnxruntime-training:
-drop-in replacements for scikit-learn's ``SGDRegressor`` and ``SGDClassifier``."""
+"""Linear models trained by mini-batch stochastic gradient descent on their ONNX graph
+by onnxruntime: drop-in replacements for scikit-learn's ``SGDRegressor`` and
+``SGDClassifier``."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from skl_ortgrad._cache import freeze
 from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, numeric_targets
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
 from skl_ortgrad.estimators.conversion import convert_model
+from skl_ortgrad.estimators.parameter_docs import SGD, class_docstring, entry, sgd_attributes
 from skl_ortgrad.estimators.sgd_parameters import (
     CLASSIFICATION_LOSSES,
     REGRESSION_LOSSES,
@@ -104,60 +106,6 @@ def _stable_one_vs_rest(onx: Any, score: str) -> Any:
     for init in unused:
         graph.initializer.remove(init)
     return onx
-
-
-_PROJECT_PARAMETERS_DOC = """
-    batch_size : int or 'auto', default='auto'
-        Rows per mini-batch ('auto': min(32, n_samples)); scikit-learn's SGD takes one
-        sample at a time, which ``batch_size=1`` reproduces step for step. A batch of
-        :math:`b` rows takes a step of :math:`b \\eta_t` along its mean gradient, so an
-        epoch learns about as much whatever the batch size (see
-        :mod:`skl_ortgrad.estimators.sgd_parameters`).
-    device : str, default='cpu'
-        'cpu', 'cuda' or 'cuda:<index>'.
-    n_threads : int, default=1
-        onnxruntime intra-op threads.
-    dtype : np.float32 or np.float64, default=np.float32
-        Float type of the graph: the weights, the training and the exported model.
-    backend : {'auto', 'onnxruntime-training', 'onnx'}, default='auto'
-        Which gradient backend builds the training graph: onnxruntime-training's
-        graph builder, or skl_ortgrad's own differentiator in standard ONNX, which runs
-        on any onnxruntime (Python 3.13+, onnxruntime-gpu). 'auto' takes
-        onnxruntime-training where it is installed, else 'onnx'. Both give the same
-        gradients; the trained model is the same ONNX graph either way.
-"""
-
-_SGD_PARAMETERS_DOC = """
-    penalty : {'l2', 'l1', 'elasticnet'}, None or BaseLearningPenalty, default='l2'
-        :math:`\\alpha R(w)` as scikit-learn's; an object (e.g.
-        ``ElasticLearningPenalty(l1=..., l2=...)``) is used as given, and then ``alpha``
-        (except for the 'optimal' schedule) and ``l1_ratio`` are ignored.
-    alpha : float, default=0.0001
-        Strength of the penalty; also sets the 'optimal' schedule.
-    l1_ratio : float, default=0.15
-        Share of L1 in 'elasticnet'.
-    fit_intercept : bool, default=True
-        Train the intercept (else it stays at 0, or at ``intercept_init``).
-    max_iter, tol, shuffle, verbose, epsilon, random_state, eta0, power_t, early_stopping,
-    validation_fraction, n_iter_no_change, warm_start :
-        As in scikit-learn. ``verbose=1`` shows a progress bar over the epochs of ``fit``
-        in a terminal or a notebook, one plain line per epoch elsewhere, then a summary
-        line; ``partial_fit`` writes one line per call; 2 adds every batch's loss and
-        rate. These lines are also logged at INFO on the ``skl_ortgrad`` logger.
-    learning_rate : {'optimal', 'invscaling', 'constant', 'adaptive'} or BaseLearningRate
-        scikit-learn's schedules (``eta0``, ``power_t``, ``alpha``), rescaled per batch;
-        'pa1' and 'pa2' (passive-aggressive) are refused at ``fit``: their per-sample
-        step cannot be reproduced by mini-batches. An object (``LearningRateSGD(...)``,
-        ``LearningRateSGDNesterov(...)``, ``LearningRateAdam(...)``) is used as given:
-        its rate applies to the batch's mean gradient, and ``eta0``, ``power_t`` are
-        ignored. Nested parameters (``learning_rate__eta0``) reach inside it.
-    average : bool or int, default=False
-        Averaged SGD as scikit-learn's: ``coef_``, ``intercept_``, predictions and the
-        exported graph use the average of the weights after every update, counted per
-        sample from the ``average``-th sample on (True: from the first), once reached.
-        With ``batch_size=1`` it is scikit-learn's average exactly; a batch's weights
-        count once per row.
-""" + _PROJECT_PARAMETERS_DOC
 
 
 class _BaseOnnxSGD(BaseOnnxEstimator):
@@ -251,34 +199,6 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
 
 
 class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
-    __doc__ = (
-        """Linear regression trained by mini-batch SGD on its ONNX graph: a drop-in
-    replacement of ``SGDRegressor``.
-
-    The model is :math:`f(x) = x^\\top w + b`; training minimizes scikit-learn's
-    objective (see :mod:`skl_ortgrad.estimators.sgd_parameters`) with mini-batches of
-    ``batch_size`` rows.
-
-    Parameters
-    ----------
-    loss : str or BaseLearningLoss, default='squared_error'
-        'squared_error', 'huber', 'epsilon_insensitive' or 'squared_epsilon_insensitive',
-        as in ``SGDRegressor`` (``epsilon`` sets the last three); an object (a regression
-        loss such as ``AbsoluteLearningLoss()``) is used as given.
-""" + _SGD_PARAMETERS_DOC.replace("{'optimal', 'invscaling'", "{'invscaling', 'optimal'") + """
-    Attributes
-    ----------
-    coef_ : ndarray of shape (n_features,)
-    intercept_ : ndarray of shape (1,)
-    n_iter_, t_, loss_curve_, best_loss_, n_features_in_, feature_names_in_ :
-        As in scikit-learn.
-    backend_ : str
-        The gradient backend used ('auto' resolved).
-    optimizer_ : skl_ortgrad.training.trainer.Trainer
-        The training loop and its state.
-    """
-    )
-
     _parameter_constraints: ClassVar[dict] = {
         **BaseOnnxEstimator._parameter_constraints,
         **SGDRegressor._parameter_constraints,
@@ -382,6 +302,24 @@ class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
         return self._run(X)[self._template_.score].ravel().astype(self._data_dtype())
 
 
+OnnxSGDRegressor.__doc__ = class_docstring(
+    OnnxSGDRegressor,
+    """Linear regression trained by mini-batch SGD on its ONNX graph: a drop-in
+    replacement of ``SGDRegressor``.
+
+    The model is :math:`f(x) = x^\\top w + b`; training minimizes scikit-learn's
+    objective (see :mod:`skl_ortgrad.estimators.sgd_parameters`) with mini-batches of
+    ``batch_size`` rows, each one onnxruntime call, with either gradient backend.
+    """,
+    {**SGD, "loss": entry("str or BaseLearningLoss", """
+        'squared_error', 'huber', 'epsilon_insensitive' or 'squared_epsilon_insensitive',
+        as in ``SGDRegressor`` (``epsilon`` sets the last three); an object (a regression
+        loss such as ``AbsoluteLearningLoss()``) is used as given.
+    """)},
+    sgd_attributes(classifier=False),
+)
+
+
 def _init(coef_init: Any, intercept_init: Any) -> dict[str, Any]:
     return {
         name: value for name, value in (("coef", coef_init), ("intercept", intercept_init))
@@ -394,42 +332,6 @@ _PROBABILISTIC = {"log_loss", "modified_huber"}
 
 
 class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
-    __doc__ = (
-        """Linear classifier trained by mini-batch SGD on its ONNX graph: a drop-in
-    replacement of ``SGDClassifier``.
-
-    Binary problems train one score :math:`s = x^\\top w + b`; multiclass problems one
-    score per class, one-vs-rest, as scikit-learn. ``predict_proba`` exists for
-    'log_loss' (sigmoid of the score, normalized over the classes one-vs-rest) and
-    'modified_huber' (:math:`(\\mathrm{clip}(s, -1, 1) + 1) / 2`, normalized), as in
-    scikit-learn, and for a log-loss object; a softmax cross-entropy over the classes is
-    the object ``NegLogLearningLoss(eps=0, probability_function='softmax')`` (3 classes
-    or more).
-
-    Parameters
-    ----------
-    loss : str or BaseLearningLoss, default='hinge'
-        'hinge', 'log_loss', 'modified_huber', 'squared_hinge', 'perceptron', or a
-        regression loss ('squared_error', 'huber', 'epsilon_insensitive',
-        'squared_epsilon_insensitive') on the labels coded -1 / +1, as in
-        ``SGDClassifier``; or an object.
-""" + _SGD_PARAMETERS_DOC + """
-    class_weight : dict, 'balanced' or None, default=None
-        Weights of the classes, multiplying ``sample_weight`` as in scikit-learn
-        ('balanced' is refused by ``partial_fit``, as scikit-learn refuses it).
-    n_jobs : int or None, default=None
-        Accepted for compatibility; the classes train together in one graph.
-
-    Attributes
-    ----------
-    classes_ : ndarray of shape (n_classes,)
-    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
-    intercept_ : ndarray of shape (1,) or (n_classes,)
-    n_iter_, t_, loss_curve_, n_features_in_, feature_names_in_ :
-        As in scikit-learn.
-    """
-    )
-
     _regression_only = False
 
     _parameter_constraints: ClassVar[dict] = {
@@ -605,3 +507,27 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
     def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
         self.coef_ = weights["coef"].T.astype(self._data_dtype())
         self.intercept_ = self._intercept(weights).ravel().astype(self._data_dtype())
+
+
+OnnxSGDClassifier.__doc__ = class_docstring(
+    OnnxSGDClassifier,
+    """Linear classifier trained by mini-batch SGD on its ONNX graph: a drop-in
+    replacement of ``SGDClassifier``.
+
+    Binary problems train one score :math:`s = x^\\top w + b`; multiclass problems one
+    score per class, one-vs-rest, as scikit-learn. ``predict_proba`` exists for
+    'log_loss' (sigmoid of the score, normalized over the classes one-vs-rest) and
+    'modified_huber' (:math:`(\\mathrm{clip}(s, -1, 1) + 1) / 2`, normalized), as in
+    scikit-learn, and for a log-loss object; a softmax cross-entropy over the classes is
+    the object ``NegLogLearningLoss(eps=0, probability_function='softmax')`` (3 classes
+    or more).
+    """,
+    {**SGD, "loss": entry("str or BaseLearningLoss", """
+        'hinge', 'log_loss', 'modified_huber', 'squared_hinge', 'perceptron', or a
+        regression loss ('squared_error', 'huber', 'epsilon_insensitive',
+        'squared_epsilon_insensitive') on the labels coded -1 / +1, as in
+        ``SGDClassifier``; or an object (a classification loss such as
+        ``HingeLearningLoss(threshold=0.5)``), used as given.
+    """)},
+    sgd_attributes(classifier=True),
+)

@@ -4,6 +4,7 @@ the finiteness of a dense X checked by row sums."""
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.sparse as sp
 from sklearn.linear_model import SGDRegressor
@@ -40,22 +41,93 @@ def test_same_result_as_validate_data(dtype):
 
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
 @pytest.mark.parametrize("dense", [True, False])
-def test_same_error_as_validate_data(value, dense):
+def test_validate_data_s_error_with_where_the_value_is(value, dense):
+    """scikit-learn's message, its first line completed with the value's column and row."""
     data = X.astype(np.float64)
     data[7, 3] = value
     data = data if dense else sp.csr_matrix(data)
     want = _error(lambda: validate_data(SGDRegressor(), data, Y, accept_sparse="csr"))
     got = _error(lambda: validate_finite_data(SGDRegressor(), data, Y, accept_sparse="csr"))
-    assert got == want
-    assert re.search("Input X contains (NaN|infinity)", got)
+    first, _, rest = want.partition("\n")
+    assert got == f"{first[:-1]} in column 3, row 7.\n{rest}".rstrip("\n")
+    assert re.match(r"Input X contains (NaN|infinity).* in column 3, row 7\.", got)
 
 
-def test_a_non_finite_y_is_still_refused():
-    y = Y.copy()
-    y[0] = np.nan
-    want = _error(lambda: validate_data(SGDRegressor(), X, y))
-    assert _error(lambda: validate_finite_data(SGDRegressor(), X, y)) == want
-    assert "Input y contains NaN" in want
+@pytest.mark.parametrize("dense", [True, False])
+def test_the_first_value_in_row_major_order_is_named(dense):
+    """Several non-finite values: the first row holding one, and its first column; NaN
+    before infinity, as scikit-learn's message names NaN when there is one."""
+    data = X.astype(np.float64)
+    data[9, 0] = data[4, 4] = data[4, 2] = np.nan
+    data[1, 1] = np.inf
+    data = data if dense else sp.csr_matrix(data)
+    message = _error(lambda: validate_finite_data(SGDRegressor(), data, accept_sparse="csr"))
+    assert message.startswith("Input X contains NaN in column 2, row 4.\n")
+    data[[4, 4, 9], [2, 4, 0]] = 1.0
+    message = _error(lambda: validate_finite_data(SGDRegressor(), data, accept_sparse="csr"))
+    assert message.startswith(
+        "Input X contains infinity or a value too large for dtype('float64') in column 1, "
+        "row 1.")
+
+
+def test_the_column_s_name_is_given_for_a_dataframe():
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    frame.iloc[12, 4] = np.nan
+    message = _error(lambda: OnnxSGDRegressor().fit(frame, Y))
+    assert message.startswith("Input X contains NaN in column 4 ('f4'), row 12.\n")
+    model = OnnxSGDRegressor(max_iter=2, tol=None).fit(frame.fillna(0.0), Y)
+    frame.iloc[2, 0] = -np.inf
+    assert _error(lambda: model.predict(frame)).startswith(
+        "Input X contains NaN in column 4 ('f4'), row 12.")
+
+
+@pytest.mark.parametrize("shape", ["1-D", "2-D"])
+def test_a_non_finite_y_is_refused_with_its_row(shape):
+    y = Y.copy() if shape == "1-D" else np.c_[Y, Y]
+    y[5] = np.nan
+    multi = shape == "2-D"
+    want = _error(lambda: validate_data(SGDRegressor(), X, y, multi_output=multi))
+    got = _error(lambda: validate_finite_data(SGDRegressor(), X, y, multi_output=multi))
+    where = "in column 0, row 5" if multi else "at row 5"
+    assert want.startswith("Input y contains NaN.")
+    assert got == want.replace("Input y contains NaN.", f"Input y contains NaN {where}.")
+
+
+@pytest.mark.parametrize("kind", ["str array", "object array", "list", "dataframe"])
+def test_a_string_that_is_no_number_is_named_with_its_cell(kind):
+    cells = X.astype(object)
+    cells[6, 3] = "abc"
+    cells[6, 4] = "later in the row"
+    cells[30, 0] = "a later row"
+    names = [f"f{i}" for i in range(X.shape[1])]
+    data = {"str array": cells.astype(str), "object array": cells,
+            "list": cells.tolist(), "dataframe": pd.DataFrame(cells, columns=names)}[kind]
+    message = _error(lambda: OnnxSGDRegressor().fit(data, Y))
+    label = " ('f3')" if kind == "dataframe" else ""
+    assert message == f"could not convert string to float: 'abc' in column 3{label}, row 6 of X"
+
+
+def test_any_named_input_can_be_located():
+    """What base.py's sample_weight check could use: the name in the message decides."""
+    weights = np.ones(6)
+    weights[4] = np.inf
+    error = ValueError("Input sample_weight contains infinity or a value too large.")
+    finite_input.locate_offending_value(error, {"sample_weight": weights})
+    assert str(error) == "Input sample_weight contains infinity or a value too large at row 4."
+    other = ValueError("Input X contains NaN.")
+    finite_input.locate_offending_value(other, {"sample_weight": weights})
+    assert str(other) == "Input X contains NaN."
+
+
+def test_valid_input_is_never_searched(monkeypatch):
+    """The search for the offending value runs only once a check has failed."""
+    def searched(*args):
+        raise AssertionError("searched")
+
+    monkeypatch.setattr(finite_input, "locate_offending_value", searched)
+    for data in (X, X.astype(np.float64), sp.csr_matrix(X), pd.DataFrame(X)):
+        validate_finite_data(SGDRegressor(), data, Y, accept_sparse="csr",
+                             graph_dtype=np.float32, dtype=[np.float64, np.float32])
 
 
 def test_finite_values_whose_row_sum_overflows_pass():
@@ -81,11 +153,14 @@ def test_estimators_refuse_non_finite_input_in_scikit_learn_words(cls):
     bad = X.copy()
     bad[3, 1] = np.nan
     message = _error(lambda: cls(max_iter=2).fit(bad, y))
-    assert message.startswith("Input X contains NaN.")
+    assert message.startswith("Input X contains NaN in column 1, row 3.\n")
     assert cls.__name__ in message
-    assert _error(lambda: model.predict(bad)).startswith("Input X contains NaN.")
+    assert _error(lambda: model.predict(bad)).startswith(
+        "Input X contains NaN in column 1, row 3.\n")
     bad[3, 1] = np.inf
-    assert _error(lambda: model.partial_fit(bad, y)).startswith("Input X contains infinity")
+    assert _error(lambda: model.partial_fit(bad, y)).startswith(
+        "Input X contains infinity or a value too large for dtype('float32') in column 1, "
+        "row 3.")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
