@@ -55,7 +55,7 @@ from skl_ortgrad import (
     OnnxSGDRegressor,
     _version,
 )
-from skl_ortgrad.estimators.base import stable_step
+from skl_ortgrad.estimators.curvature import stable_step
 from skl_ortgrad.runtime.step import OrtGradientStep
 from skl_ortgrad.training import program_choice
 from skl_ortgrad.training import state as training_state

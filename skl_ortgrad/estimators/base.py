@@ -28,8 +28,10 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from skl_ortgrad._cache import BoundedCache
 from skl_ortgrad._params import MemoizedParamNames, MemoizedParamValidation
+from skl_ortgrad.estimators.curvature import stable_step
 from skl_ortgrad.estimators.dtype_range import check_dtype_range
 from skl_ortgrad.estimators.finite_input import validate_finite_data
+from skl_ortgrad.estimators.sgd_parameters import AUTO_BATCH, auto_batch_size
 from skl_ortgrad.exceptions import ConvergenceError
 from skl_ortgrad.gradient.backend import BACKEND_NAMES, resolve_backend
 from skl_ortgrad.graph.cut import select_model_input, select_model_output
@@ -39,70 +41,13 @@ from skl_ortgrad.runtime.devices import device_providers, log_severity, parse_de
 from skl_ortgrad.runtime.options import session_options
 from skl_ortgrad.runtime.random_state import check_random_state
 from skl_ortgrad.runtime.sessions import cached_session, io_names
+from skl_ortgrad.runtime.threads import training_threads
 from skl_ortgrad.training.snapshot import OptimizerSnapshot
 from skl_ortgrad.training.trainer import Trainer
 
 #: Values densified at once when predicting on a sparse matrix (16 MiB of float32): rows
 #: of wide data (text, hashed features) would otherwise take gigabytes per chunk.
 _SPARSE_CHUNK_VALUES = 2**22
-
-
-_CURVATURE_ROWS = 2_000  # rows the curvature is measured on (evenly spaced)
-_EXACT_COLUMNS = 256  # up to this many columns, an eigen-decomposition; above, iterations
-_POWER_ITERATIONS = 100
-
-
-def stable_step(X: Any) -> float:
-    """See :func:`_stable_step`; underflows, which its clipping to the smallest normal
-    float64 expects (data near 1e300), pass whatever the caller's ``np.errstate``."""
-    with np.errstate(under="ignore"):
-        return _stable_step(X)
-
-
-def _stable_step(X: Any) -> float:
-    r""":math:`1 / \lambda_{max}(E[\tilde x \tilde x^\top])`, :math:`\tilde x = (x, 1)`, over
-    the rows of a dense or sparse ``X`` (inf when X is zero).
-
-    :math:`\lambda_{max}` is the curvature of the mean squared error of a linear layer
-    with an intercept trained on ``X``: a step along the mean gradient below
-    :math:`2 / \lambda_{max}` is stable, and :math:`1 / \lambda_{max}` is the largest
-    step that converges without oscillating along that direction. It is measured on at
-    most 2,000 evenly spaced rows: exactly (``numpy.linalg.eigvalsh`` of the
-    :math:`(d + 1)^2` second moment) up to 255 features, by power iteration above (to a
-    relative change of :math:`10^{-7}`, from below). With :math:`m = \max_{ij} |x_{ij}|`
-    it is computed on :math:`(x / m, 1 / m)` in float64 and
-    :math:`\lambda_{max} = m^2 \lambda_{max}((x / m, 1 / m))`: no square overflows,
-    whatever the finite values, and the result is kept at or above the smallest normal
-    float64 so that it stays a valid (positive) learning rate.
-    """
-    data = X.data if hasattr(X, "toarray") else X
-    scale = max(float(data.max(initial=0.0)), -float(data.min(initial=0.0)))
-    if scale == 0.0:
-        return math.inf
-    rows = X[:: max(1, -(-X.shape[0] // _CURVATURE_ROWS))]
-    column = 1.0 / scale
-    if rows.shape[1] < _EXACT_COLUMNS:
-        # (x / m, 1 / m) written into one buffer: no copy of the scaled rows to stack.
-        augmented = np.empty((rows.shape[0], rows.shape[1] + 1))
-        np.divide(rows.toarray() if hasattr(rows, "toarray") else rows, scale,
-                  out=augmented[:, :-1])
-        augmented[:, -1] = column
-        curvature = float(np.linalg.eigvalsh(augmented.T @ augmented / rows.shape[0])[-1])
-    else:
-        rows = rows.astype(np.float64) / scale  # sparse rows stay sparse
-        vector, intercept, curvature = np.ones(rows.shape[1]), 1.0, 0.0
-        for _ in range(_POWER_ITERATIONS):
-            # E[x~ x~^T] v for v = (vector, intercept), without forming the matrix.
-            projection = rows @ vector + column * intercept
-            vector = rows.T @ projection / rows.shape[0]
-            intercept = column * float(projection.mean())
-            norm = math.sqrt(float(vector @ vector) + intercept * intercept)
-            vector, intercept = vector / norm, intercept / norm
-            converged = abs(norm - curvature) <= 1e-7 * norm
-            curvature = norm
-            if converged:
-                break
-    return max(1.0 / curvature / scale / scale, np.finfo(np.float64).tiny)
 
 
 def numeric_targets(y: Any) -> np.ndarray:
@@ -217,7 +162,8 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
         "warm_start": ["boolean"],
         "verbose": ["verbose"],
         "device": [str],
-        "n_threads": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_threads": [Interval(numbers.Integral, 1, None, closed="left"),
+                      StrOptions({"auto"})],
         # np.float32, np.float64 or their names; checked by _dtype().
         "dtype": "no_validation",
         "backend": [StrOptions(set(BACKEND_NAMES))],
@@ -280,11 +226,14 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
     # -- training ---------------------------------------------------------------------
 
     def _resolved_batch_size(self, n_samples: int) -> int:
-        # 32 rows with scikit-learn's SGD schedules matched SGDRegressor/SGDClassifier's
-        # test scores on diabetes, breast cancer, iris and digits (200 under-trained iris).
+        # "auto": fixed by the first training call's rows (auto_batch_size), so that a
+        # stream of partial_fit calls keeps one batch, one schedule and two sessions; 32
+        # for a model fitted before the rule (a pickle of release 0.1.0).
         # At most the rows there are: the rate's scale is then the loader's batch size,
         # the one the SGD estimators' batch gradient is divided by (weighted_mean=False).
-        return min(32 if self.batch_size == "auto" else int(self.batch_size), n_samples)
+        size = (self.__dict__.get("_auto_batch", AUTO_BATCH) if self.batch_size == "auto"
+                else int(self.batch_size))
+        return min(size, n_samples)
 
     def _max_iter_warning(self) -> str | None:
         """The ConvergenceWarning of a fit that ran ``max_iter`` epochs (None: no warning),
@@ -435,6 +384,7 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
                 # What the default rates need of the data, fixed at the first call so
                 # that a stream of partial_fit calls keeps one schedule.
                 self._stable_step = stable_step(X)
+                self._auto_batch = auto_batch_size(X.shape[0])
                 self._weights_dtype = data_dtype
                 self._build_optimizer(X.shape[1], init or {})
             optimizer = self.optimizer_
@@ -566,7 +516,7 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
             shuffle=self.shuffle,
             random_state=self.random_state,
             n_iter_no_change=self._patience(),
-            n_threads=self.n_threads,
+            n_threads=self._training_threads(template),
             validation_every=1,
             penalized_weights=template.penalized,
             backend=self.backend,
@@ -575,6 +525,20 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
         )
         self.loss_curve_ = []
         self.n_iter_ = 0
+
+    def _training_threads(self, template: Template) -> int:
+        """``n_threads``, "auto" resolved by the step's work
+        (:func:`~skl_ortgrad.runtime.threads.training_threads`): three multiply-adds per
+        trained value and row of a full batch."""
+        if self.n_threads != "auto":
+            return int(self.n_threads)
+        sizes = {i.name: int(np.prod(i.dims)) for i in template.model.graph.initializer}
+        values = sum(sizes.get(name, 0) for name in template.weights)
+        return training_threads(3.0 * values * self._resolved_batch_size(sys.maxsize))
+
+    def _inference_threads(self) -> int:
+        """``n_threads`` for prediction sessions ("auto": one)."""
+        return 1 if self.n_threads == "auto" else int(self.n_threads)
 
     def _sync(self, partial: bool, before: int) -> None:
         """Copy the optimizer's state into the scikit-learn attributes."""
@@ -601,7 +565,8 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
         """Inference session of the full graph with the weights as inputs (built once)."""
         template = self._template_
         if template.session is None:
-            options = session_options(self.n_threads, log_severity(verbose=self.verbose))
+            options = session_options(self._inference_threads(),
+                                      log_severity(verbose=self.verbose))
             inference = initializers_to_inputs(template.model, template.weights)
             if template.score not in {out.name for out in inference.graph.output}:
                 # decision_function reads the raw scores, an intermediate result.
@@ -659,7 +624,7 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
                 if [o.name for o in template.model.graph.output] == [template.score]:
                     found = (None,)
                 else:
-                    options = session_options(self.n_threads,
+                    options = session_options(self._inference_threads(),
                                               log_severity(verbose=self.verbose))
                     found = (cached_session(select_model_input(template.model, template.score),
                                             options, device_providers(self.device)),)

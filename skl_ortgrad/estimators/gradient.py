@@ -123,7 +123,7 @@ class _BaseOnnxGradient(BaseOnnxEstimator):
         warm_start: bool = False,
         verbose: int = 0,
         device: str = "cpu",
-        n_threads: int = 1,
+        n_threads: int | str = "auto",
         dtype: Any = np.float32,
         backend: str = "auto",
     ) -> None:

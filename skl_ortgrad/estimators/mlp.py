@@ -312,7 +312,7 @@ class OnnxMLPRegressor(RegressorMixin, _BaseOnnxMLP):
         n_iter_no_change: int = 10,
         max_fun: int = 15000,
         device: str = "cpu",
-        n_threads: int = 1,
+        n_threads: int | str = "auto",
         dtype: Any = np.float32,
         backend: str = "auto",
     ) -> None:
@@ -419,7 +419,7 @@ class OnnxMLPClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxMLP):
         n_iter_no_change: int = 10,
         max_fun: int = 15000,
         device: str = "cpu",
-        n_threads: int = 1,
+        n_threads: int | str = "auto",
         dtype: Any = np.float32,
         backend: str = "auto",
     ) -> None:

@@ -95,10 +95,13 @@ COMMON: dict[str, Entry] = {
         the test suite on a GPU has passed yet, so ``'cuda'`` is offered as onnxruntime
         provides it, without a guarantee from this package.
     """),
-    "n_threads": entry("int", """
+    "n_threads": entry("int or 'auto'", """
         Threads of onnxruntime's intra-op pool, for training and prediction (not in
-        scikit-learn). 1 is the fastest on small graphs, whose steps take microseconds;
-        more threads help wide layers and large batches.
+        scikit-learn). 'auto': for training, one thread for a step of fewer than 25
+        million multiply-adds (three per trained value and row of a batch: every linear
+        model, a 100-128-10 MLP at batch 200), else every core the process may use
+        (a 784-256-128-10 MLP), see :func:`~skl_ortgrad.runtime.threads.training_threads`;
+        one for prediction. An int fixes it for both.
     """),
     "dtype": entry("np.float32 or np.float64", """
         Float type of the ONNX graph: its weights, the training computations and the
@@ -268,8 +271,12 @@ SGD: dict[str, Entry] = {
         count once per row.
     """),
     "batch_size": entry("int or 'auto'", r"""
-        Rows per mini-batch ('auto': min(32, n_samples)); not in scikit-learn, whose SGD
-        takes one sample at a time, as ``batch_size=1`` does here step for step. A batch
+        Rows per mini-batch; not in scikit-learn, whose SGD takes one sample at a time,
+        as ``batch_size=1`` does here step for step. 'auto': fixed by the rows of the
+        first training call (``fit``, or the first ``partial_fit`` of a stream), 32 rows
+        doubled while an epoch keeps at least 384 batches, up to 256 (32 below 24,576
+        rows, 256 from 98,304; at most the rows of a call), see
+        :func:`~skl_ortgrad.estimators.sgd_parameters.auto_batch_size`. A batch
         of :math:`b` rows takes a step of :math:`b\, \eta_t` along its mean gradient, so
         an epoch learns about as much whatever the batch size; larger batches amortize
         the fixed cost of an onnxruntime call.

@@ -234,7 +234,7 @@ class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
         average: bool | int = False,
         batch_size: int | str = "auto",
         device: str = "cpu",
-        n_threads: int = 1,
+        n_threads: int | str = "auto",
         dtype: Any = np.float32,
         backend: str = "auto",
     ) -> None:
@@ -371,7 +371,7 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
         average: bool | int = False,
         batch_size: int | str = "auto",
         device: str = "cpu",
-        n_threads: int = 1,
+        n_threads: int | str = "auto",
         dtype: Any = np.float32,
         backend: str = "auto",
     ) -> None:

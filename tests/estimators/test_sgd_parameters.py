@@ -1,14 +1,14 @@
-"""The SGD estimators' learning-rate cap (estimators/sgd_parameters.py)."""
+"""The SGD estimators' learning-rate cap and automatic batch (estimators/sgd_parameters.py)."""
 
 import numpy as np
 import pytest
 from sklearn.datasets import load_iris
-from sklearn.linear_model import SGDClassifier
+from sklearn.linear_model import SGDClassifier, SGDRegressor
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 
-from skl_ortgrad import OnnxSGDClassifier
-from skl_ortgrad.estimators.sgd_parameters import sgd_learning_rate, sgd_loss
+from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
+from skl_ortgrad.estimators.sgd_parameters import auto_batch_size, sgd_learning_rate, sgd_loss
 
 PARAMS = {"learning_rate": "optimal", "eta0": 0.01, "power_t": 0.25, "alpha": 1e-4}
 
@@ -41,3 +41,45 @@ def test_default_hinge_trains_iris_as_scikit_learn():
         theirs.append(SGDClassifier(random_state=seed).fit(X_train, y_train)
                       .score(X_test, y_test))
     assert np.mean(ours) >= np.mean(theirs) - 0.04
+
+
+@pytest.mark.parametrize("rows, batch", [(1, 32), (24_575, 32), (24_576, 64), (49_151, 64),
+                                         (49_152, 128), (98_304, 256), (10**7, 256)])
+def test_auto_batch_doubles_while_an_epoch_keeps_384_batches(rows, batch):
+    assert auto_batch_size(rows) == batch
+
+
+def test_a_stream_keeps_the_batch_of_its_first_call():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60_000, 5)).astype(np.float32)
+    y = X @ np.arange(1, 6, dtype=np.float32)
+    model = OnnxSGDRegressor(random_state=0).partial_fit(X, y)
+    assert model.optimizer_.batch_size == 128
+    model.partial_fit(X[:1000], y[:1000])
+    assert model.optimizer_.batch_size == 128
+    small = OnnxSGDRegressor(random_state=0).partial_fit(X[:1000], y[:1000])
+    small.partial_fit(X, y)
+    assert small.optimizer_.batch_size == 32
+    # fit starts again: its own rows decide
+    assert small.fit(X, y).optimizer_.batch_size == 128
+    assert OnnxSGDRegressor(batch_size=7).fit(X, y).optimizer_.batch_size == 7
+
+
+@pytest.mark.parametrize("task", ["regression", "hinge"])
+def test_the_large_automatic_batch_scores_as_scikit_learn(task):
+    """100k training rows: batch 256, held-out score at least scikit-learn's per-sample
+    SGD's (both at their defaults)."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((110_000, 20)).astype(np.float32)
+    score = X @ rng.standard_normal(20)
+    if task == "regression":
+        y, ours, theirs = score + 0.5 * rng.standard_normal(len(score)), \
+            OnnxSGDRegressor(random_state=0), SGDRegressor(random_state=0)
+    else:
+        y = np.where(rng.random(len(score)) < 0.05, score <= 0, score > 0).astype(np.int64)
+        ours, theirs = OnnxSGDClassifier(random_state=0), SGDClassifier(random_state=0)
+    train, test = slice(0, 100_000), slice(100_000, None)
+    ours.fit(X[train], y[train])
+    theirs.fit(X[train], y[train])
+    assert ours.optimizer_.batch_size == 256
+    assert ours.score(X[test], y[test]) >= theirs.score(X[test], y[test])
