@@ -9,8 +9,8 @@ program for the squared error, the binary log and hinge losses, the generic one 
 classes), ours per batch (``_PROGRAM_STEPS = 1``, one onnxruntime call per batch), and
 ours with the generic program where the linear one runs. Then momentum and Adam on a
 linear model and on two MLPs (20k rows, batch 32), their state in the program against
-the per-batch path (what sets ``_PROGRAM_MAX_STATE``), and the linear program's batches
-per call (what sets ``_LINEAR_STEPS``). Every timing is interleaved in
+the per-batch path (what sets ``PROGRAM_MAX_STATE``), and the linear program's batches
+per call (what sets ``LINEAR_STEPS``). Every timing is interleaved in
 one process (5 rounds after a warm-up round); ratios are taken per round, then their
 median and range are shown.
 
@@ -42,7 +42,7 @@ from skl_ortgrad import (
     OnnxSGDClassifier,
     OnnxSGDRegressor,
 )
-from skl_ortgrad.training import trainer
+from skl_ortgrad.training import program_choice
 
 N_ROWS, N_FEATURES = 100_000, 100
 
@@ -77,15 +77,15 @@ def task_data(task: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def patched(call: Callable[[], Any], name: str, value: Any) -> Callable[[], Any]:
-    """``call`` with the trainer's module setting ``name`` set to ``value`` while it
+    """``call`` with the program choice's setting ``name`` set to ``value`` while it
     runs."""
     def run() -> Any:
-        saved = getattr(trainer, name)
-        setattr(trainer, name, value)
+        saved = getattr(program_choice, name)
+        setattr(program_choice, name, value)
         try:
             return call()
         finally:
-            setattr(trainer, name, saved)
+            setattr(program_choice, name, saved)
 
     return run
 
@@ -93,29 +93,28 @@ def patched(call: Callable[[], Any], name: str, value: Any) -> Callable[[], Any]
 def per_batch(call: Callable[[], Any]) -> Callable[[], Any]:
     """``call`` with the training program off: one onnxruntime call per batch (what
     the estimators did before it)."""
-    return patched(call, "_PROGRAM_STEPS", 1)
+    return patched(call, "PROGRAM_STEPS", 1)
 
 
 def forced_program(call: Callable[[], Any]) -> Callable[[], Any]:
     """``call`` with the program for update rules with a state whatever the model's
     size."""
-    return patched(call, "_PROGRAM_MAX_STATE", 10**9)
+    return patched(call, "PROGRAM_MAX_STATE", 10**9)
 
 
 def generic_only(call: Callable[[], Any]) -> Callable[[], Any]:
     """``call`` with the generic program wherever the linear one would run (the
     gradient graph plus updates)."""
     def run() -> Any:
-        optimizer = trainer.Trainer
-        lean = optimizer.__dict__["_lean_loss"]
-        optimizer._lean_loss = lambda self, *args: None
+        lean = program_choice.lean_loss
+        program_choice.lean_loss = lambda *args: None
         # Programs are shared by configuration: none built under the patch outlives it.
-        trainer.PROGRAMS.clear()
+        program_choice.PROGRAMS.clear()
         try:
             return call()
         finally:
-            optimizer._lean_loss = lean
-            trainer.PROGRAMS.clear()
+            program_choice.lean_loss = lean
+            program_choice.PROGRAMS.clear()
 
     return run
 
@@ -174,7 +173,7 @@ RULES: dict[str, Callable[[], Any]] = {
 def rules_table(n_rounds: int, n_rows: int = 20_000) -> Table:
     """Seconds of one ``partial_fit`` epoch (batch 32) with momentum or Adam, their
     state in the program (forced) against the per-batch path: what sets
-    ``_PROGRAM_MAX_STATE``."""
+    ``PROGRAM_MAX_STATE``."""
     X, y = task_data("regression")
     X, y = X[:n_rows], y[:n_rows]
     candidates: dict[str, Callable[[], Any]] = {}
@@ -191,7 +190,7 @@ def rules_table(n_rounds: int, n_rows: int = 20_000) -> Table:
         f"{N_FEATURES} float32, batch 32, in the program (forced) or per batch",
         ["rule", "program (s)", "per batch (s)", "program / per batch: median (range)"],
         notes=[f"{n_rounds} interleaved rounds after 1 warm-up round; the estimators run "
-               f"these rules in the program up to {trainer._PROGRAM_MAX_STATE} trained "
+               f"these rules in the program up to {program_choice.PROGRAM_MAX_STATE} trained "
                "values."])
     for label in RULES:
         program, batch = f"{label}: program", f"{label}: per batch"
@@ -216,22 +215,22 @@ def _chunk_runs(task: str, n_rounds: int) -> dict[str, list[float]]:
         "sklearn": lambda: theirs.partial_fit(X, y, **classes)}
     for steps in CHUNK_STEPS:
         # At 100 features the chunk's feature-value bound allows up to 128.
-        ours = patched(lambda: make_ours().fit(X, y), "_LINEAR_STEPS", steps)()
+        ours = patched(lambda: make_ours().fit(X, y), "LINEAR_STEPS", steps)()
         candidates[str(steps)] = patched(
-            lambda model=ours: model.partial_fit(X, y, **classes), "_LINEAR_STEPS", steps)
+            lambda model=ours: model.partial_fit(X, y, **classes), "LINEAR_STEPS", steps)
     return interleaved_runs(candidates, n_rounds=n_rounds, warmup=1)
 
 
 def chunk_table(n_rounds: int) -> Table:
     """Seconds of one ``partial_fit`` epoch at the defaults (batch 32) with the linear
     program running 32, 64 or 128 batches per call, against scikit-learn's: what sets
-    ``_LINEAR_STEPS``."""
+    ``LINEAR_STEPS``."""
     table = Table(
         f"Linear program, batches per call: one partial_fit epoch, {N_ROWS // 1000}k x "
         f"{N_FEATURES} float32, defaults (batch 32), against scikit-learn's",
         ["task", *(f"{steps} per call / sklearn" for steps in CHUNK_STEPS)],
         notes=[f"{n_rounds} interleaved rounds after 1 warm-up round; the estimators run "
-               f"up to {trainer._LINEAR_STEPS} (`_LINEAR_STEPS`)."])
+               f"up to {program_choice.LINEAR_STEPS} (`LINEAR_STEPS`)."])
     for task in ("regression (squared error)", "binary (hinge)"):
         runs = _chunk_runs(task, n_rounds)
         table.add(task, *(ratio_spread(runs, str(steps), "sklearn") for steps in CHUNK_STEPS))

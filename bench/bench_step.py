@@ -3,9 +3,9 @@ then the anatomy of our step (what each piece of the optimizer's per-batch loop 
 with the two-call TrainingAgent path it replaced for comparison) and the per-epoch costs.
 
 The step cost is measured on a tiny problem (batch 1, 10 features): all of it is fixed
-overhead. The anatomy times each piece of ``Trainer._epoch``
-in isolation on the optimizer's own engine, weights and training objects (private
-attributes: if the package's internals change, the anatomy is not measured).
+overhead. The anatomy times each piece of ``PerBatchEpoch._batches``
+in isolation on the optimizer's own engine, weights and training objects (its public
+``engine`` and ``penalized``).
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def _feeds(arrays: list[np.ndarray]) -> OrtValueVector:
 def _engine_loop(opt: Any, xb: np.ndarray, yb: np.ndarray) -> Callable[[], Any] | None:
     """The optimizer's one-call training step on one fixed batch, or None."""
     try:
-        step = opt._engine(False).step_function(xb.shape[0])
+        step = opt.engine(False).step_function(xb.shape[0])
     except (AttributeError, TypeError, KeyError):
         return None
     keep = [np.ascontiguousarray(xb), np.ascontiguousarray(yb.reshape((-1, 1))),
@@ -161,11 +161,11 @@ def _anatomy_shape(bs: int, d: int, n_rows: int, repeat: int) -> tuple[dict, dic
     est = _estimator(X, y, bs)
     opt = est.optimizer_
     try:
-        engine = opt._engine(False)
+        engine = opt.engine(False)
         static, dynamic = engine.step_function(bs), engine.step_function(None)
         function = engine.new_instance()
         rate, penalty = opt.learning_rate_, opt.learning_penalty_
-        weights, state, penalized = opt.weights_, opt.lr_state_, opt._penalized()
+        weights, state, penalized = opt.weights_, opt.lr_state_, opt.penalized()
     except (AttributeError, TypeError, KeyError):
         return None
     number = 2000 if bs < 1000 else 300
@@ -190,7 +190,7 @@ def _anatomy_shape(bs: int, d: int, n_rows: int, repeat: int) -> tuple[dict, dic
             raise RuntimeError("diverged")
 
     def full_step() -> None:
-        # the body of Trainer._epoch's loop
+        # the body of PerBatchEpoch._batches' loop
         static.run(feeds)
         read_loss()
         update(0.01)
@@ -205,7 +205,7 @@ def _anatomy_shape(bs: int, d: int, n_rows: int, repeat: int) -> tuple[dict, dic
         "loss: float(buffer) + math.isfinite": read_loss,
         "rate.stepper step(eta) (SGD, in place, out=)": lambda: update(0.01),
         "penalty.stepper step(eta) (L2 decay)": lambda: decay(0.01),
-        "whole step as _epoch runs it": full_step,
+        "whole step as PerBatchEpoch runs it": full_step,
     }
     for name, func in row.items():
         pieces[name] = _timeit(func, number, repeat)
