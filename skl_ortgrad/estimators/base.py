@@ -14,11 +14,10 @@ import sys
 import warnings
 from abc import ABCMeta, abstractmethod
 from collections.abc import Hashable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import onnx
-from onnxruntime import InferenceSession
 from sklearn.base import BaseEstimator, is_classifier
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
@@ -30,22 +29,16 @@ from skl_ortgrad._cache import BoundedCache
 from skl_ortgrad._params import MemoizedParamNames, MemoizedParamValidation
 from skl_ortgrad.estimators.dtype_range import check_dtype_range
 from skl_ortgrad.estimators.finite_input import validate_finite_data
+from skl_ortgrad.estimators.inference import InferenceMixin
 from skl_ortgrad.exceptions import ConvergenceError
 from skl_ortgrad.gradient.backend import BACKEND_NAMES, resolve_backend
-from skl_ortgrad.graph.cut import select_model_input, select_model_output
-from skl_ortgrad.graph.linear import linear_features
-from skl_ortgrad.graph.model import initializers_to_inputs
-from skl_ortgrad.runtime.devices import device_providers, log_severity, parse_device
-from skl_ortgrad.runtime.options import session_options
+from skl_ortgrad.graph.cut import select_model_output
+from skl_ortgrad.runtime.devices import device_providers, parse_device
 from skl_ortgrad.runtime.random_state import check_random_state
-from skl_ortgrad.runtime.sessions import cached_session, io_names
 from skl_ortgrad.training.snapshot import OptimizerSnapshot
-from skl_ortgrad.training.trainer import Trainer
 
-#: Values densified at once when predicting on a sparse matrix (16 MiB of float32): rows
-#: of wide data (text, hashed features) would otherwise take gigabytes per chunk.
-_SPARSE_CHUNK_VALUES = 2**22
-
+if TYPE_CHECKING:
+    from onnxruntime import InferenceSession
 
 _CURVATURE_ROWS = 2_000  # rows the curvature is measured on (evenly spaced)
 _EXACT_COLUMNS = 256  # up to this many columns, an eigen-decomposition; above, iterations
@@ -165,15 +158,16 @@ class Template:
         self.weights = weights
         self.outputs = outputs
         self.penalized = penalized
-        # Inference session, built on first use. It lives here rather than in the
-        # estimator's __dict__ so that predict leaves the estimator's state unchanged
-        # (scikit-learn's check_dict_unchanged).
-        self.session: InferenceSession | None = None
+        # Inference sessions by output and dtype, built on first use (InferenceMixin).
+        # They live here rather than in the estimator's __dict__ so that predict leaves
+        # the estimator's state unchanged (scikit-learn's check_dict_unchanged).
+        self.sessions: dict[tuple[str | None, str | None], InferenceSession] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         # onnxruntime sessions neither pickle nor deep-copy; rebuilt on first use.
         state = self.__dict__.copy()
-        state["session"] = None
+        state["sessions"] = {}
+        state.pop("session", None)  # the single session of release 0.1.0
         state.pop("after_score", None)
         return state
 
@@ -196,8 +190,8 @@ def _copied(model: onnx.ModelProto) -> onnx.ModelProto:
 TEMPLATES: BoundedCache[tuple[Template, onnx.ModelProto]] = BoundedCache(64)
 
 
-class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimator,
-                        metaclass=ABCMeta):
+class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidation,
+                        BaseEstimator, metaclass=ABCMeta):
     """Base of the estimators trained through onnxruntime.
 
     Every estimator takes its scikit-learn counterpart's parameters (a family turns them
@@ -301,6 +295,27 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
         predictions, as scikit-learn's (float64 for models saved before it was kept)."""
         return self.__dict__.get("_weights_dtype", "float64")
 
+    def _in_data_dtype(self, predictions: np.ndarray) -> np.ndarray:
+        """``predictions`` as :meth:`_data_dtype`, as scikit-learn returns them.
+
+        Raises
+        ------
+        ValueError
+            If a prediction (computed in float64 where float32 overflowed, see
+            :mod:`~skl_ortgrad.estimators.inference`) is too large for that dtype: never
+            a silent infinity.
+        """
+        dtype = np.dtype(self._data_dtype())
+        with np.errstate(over="ignore"):
+            result = predictions.astype(dtype)
+        if predictions.dtype.itemsize > dtype.itemsize and not np.isfinite(result).all():
+            row = int(np.flatnonzero(~np.isfinite(result.reshape(len(result), -1)).all(
+                axis=1))[0])
+            raise ValueError(
+                f"The prediction of row {row} of X is too large for dtype('{dtype.name}'), "
+                "the type of the data the model was fitted on: fit it on float64 data.")
+        return result
+
     def _average(self) -> bool | int:
         """Averaged SGD from which sample (False: none), see the optimizer's ``average``."""
         return False
@@ -311,10 +326,6 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
 
     def _start(self, X: Any, y: Any, sample_weight: Any) -> None:
         """Called with the validated data before a fresh fit (nothing to do here)."""
-
-    def _preprocess(self, X: Any) -> Any:
-        """Frozen transformation applied before the trained graph (none by default)."""
-        return X
 
     def _initialize(self, template: Template, init: dict[str, Any]) -> None:
         """Set initial weights given to ``fit`` (``coef_init``...) in ``template``."""
@@ -554,6 +565,10 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
         """A new ``optimizer_`` (the plain :class:`~skl_ortgrad.training.trainer.Trainer`)
         for ``n_features`` columns; :meth:`_train` gives it the training objects of every
         call (:meth:`~skl_ortgrad.training.trainer.Trainer.configure`)."""
+        # Imported at the first fit: the trainer loads onnxruntime, which
+        # ``import skl_ortgrad`` leaves out (skl_ortgrad._import_hooks).
+        from skl_ortgrad.training.trainer import Trainer
+
         template, train_model = self._trained_template(n_features, self._dtype())
         if any(value is not None for value in init.values()):
             self._initialize(template, init)
@@ -595,94 +610,7 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
             self.validation_scores_ = list(optimizer.validation_scores_)
             self.best_validation_score_ = float(np.max(self.validation_scores_))
 
-    # -- inference and export ---------------------------------------------------------
-
-    def _session(self) -> InferenceSession:
-        """Inference session of the full graph with the weights as inputs (built once)."""
-        template = self._template_
-        if template.session is None:
-            options = session_options(self.n_threads, log_severity(verbose=self.verbose))
-            inference = initializers_to_inputs(template.model, template.weights)
-            if template.score not in {out.name for out in inference.graph.output}:
-                # decision_function reads the raw scores, an intermediate result.
-                inference.graph.output.append(onnx.ValueInfoProto(name=template.score))
-            # From the process-wide cache: the weights are inputs, so every estimator
-            # with the same graph and options shares the session.
-            template.session = cached_session(inference, options, device_providers(self.device))
-        return template.session
-
-    def _run(self, X: Any) -> dict[str, np.ndarray]:
-        """Validate ``X`` and run the trained graph on it; return outputs by name."""
-        check_is_fitted(self, "optimizer_")
-        optimizer = self.optimizer_
-        dtype = optimizer._model_dtype()
-        X, cast = validate_finite_data(
-            self, X, graph_dtype=dtype, reset=False, accept_sparse="csr",
-            dtype=[np.float32, np.float64],
-        )
-        X = self._graph_input(X, dtype, cast)
-        feeds = dict(zip(optimizer.weights_to_train_, optimizer.served_weights(), strict=True))
-        after_score = self._after_score() if hasattr(X, "toarray") else None
-        if after_score is not None:
-            return self._run_from_scores(X, feeds, after_score)
-        session = self._session()
-        inputs, names = io_names(session)
-        input_name = inputs[0]
-        # A sparse matrix is densified chunk by chunk, never whole.
-        step = (max(1, _SPARSE_CHUNK_VALUES // max(1, X.shape[1])) if hasattr(X, "toarray")
-                else max(1, X.shape[0]))
-        chunks = []
-        for start in range(0, X.shape[0], step):
-            rows = X[start:start + step]
-            rows = rows.toarray() if hasattr(rows, "toarray") else rows
-            feeds[input_name] = np.ascontiguousarray(rows, dtype=dtype)
-            chunks.append(session.run(names, feeds))
-        return {
-            name: np.concatenate([chunk[i] for chunk in chunks])
-            for i, name in enumerate(names)
-        }
-
-    def _after_score(self) -> tuple[InferenceSession | None] | None:
-        """Where the template's score is linear in ``X`` (``MatMul``, ``Add``,
-        :func:`~skl_ortgrad.graph.linear.linear_features`), the session of what follows
-        it, as a 1-tuple (None inside when the score is the output); None otherwise.
-
-        Sparse ``X`` is then scored by scipy (:meth:`_run_from_scores`), its work in the
-        stored values, instead of densified for the whole graph (a 5k x 200k matrix with
-        40 values a row: 367 -> 10 ms, measured).
-        """
-        template = self._template_
-        if "after_score" not in template.__dict__:
-            cut = select_model_output(template.model, template.score)
-            found: tuple[InferenceSession | None] | None = None
-            if linear_features(cut, template.weights, single_output=False) is not None:
-                if [o.name for o in template.model.graph.output] == [template.score]:
-                    found = (None,)
-                else:
-                    options = session_options(self.n_threads,
-                                              log_severity(verbose=self.verbose))
-                    found = (cached_session(select_model_input(template.model, template.score),
-                                            options, device_providers(self.device)),)
-            template.after_score = found
-        return template.after_score
-
-    def _run_from_scores(self, X: Any, feeds: dict[str, np.ndarray],
-                         after_score: tuple[InferenceSession | None]) -> dict[str, np.ndarray]:
-        """:meth:`_run` on sparse ``X`` for a linear score: :math:`s = XW + b` by scipy,
-        summed in float64 and rounded to the model's dtype once, then the rest of the
-        graph on ``s``."""
-        template = self._template_
-        coef, intercept = (feeds[name] for name in template.weights)
-        exact = (np.asarray(X.astype(np.float64) @ coef.astype(np.float64))
-                 + intercept.astype(np.float64).reshape(1, -1))
-        scores = exact.astype(coef.dtype)
-        outputs = {template.score: scores}
-        session = after_score[0]
-        if session is not None:
-            names = io_names(session)[1]
-            outputs.update(zip(names, session.run(names, {template.score: scores}),
-                               strict=True))
-        return outputs
+    # -- export -------------------------------------------------------------------------
 
     def to_onnx(self) -> onnx.ModelProto:
         """Return the trained ONNX model, ready for onnxruntime inference.

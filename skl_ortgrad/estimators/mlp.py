@@ -28,7 +28,6 @@ from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_c
 from skl_ortgrad.estimators.conversion import convert_model
 from skl_ortgrad.graph.weights import get_train_initializer
 from skl_ortgrad.runtime.random_state import check_random_state
-from skl_ortgrad.training.lbfgs import fit_lbfgs
 from skl_ortgrad.training.loss_penalty import L2LossPenalty
 from skl_ortgrad.training.scaled_learning_rate import ScaledLearningRate
 from skl_ortgrad.training.sgd_learning_loss import (
@@ -183,6 +182,9 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
         if self.solver != "lbfgs":
             super()._solve(data, X_val, y_val, scorer)
             return
+        # Imported here: it loads onnxruntime, which ``import skl_ortgrad`` does not.
+        from skl_ortgrad.training.lbfgs import fit_lbfgs
+
         fit_lbfgs(self.optimizer_, data, int(self.max_iter), int(self.max_fun),
                   0.0 if self.tol is None else float(self.tol))
 
@@ -434,7 +436,8 @@ class OnnxMLPRegressor(RegressorMixin, _BaseOnnxMLP):
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted values, shape (n_samples,) or (n_samples, n_outputs)."""
-        out = self._run(X)[self._template_.outputs[0]].astype(self._data_dtype())
+        output = self._fitted_template().outputs[0]
+        out = self._in_data_dtype(self._run(X, output)[output])
         return out.ravel() if self.n_outputs_ == 1 else out
 
 
@@ -570,7 +573,8 @@ class OnnxMLPClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxMLP):
         """Predicted class labels; for multilabel targets the indicator matrix of the
         labels whose probability is above 0.5 (a positive score), as scikit-learn."""
         if self._multilabel():
-            return self._run(X)[self._template_.outputs[0]]
+            output = self._fitted_template().outputs[0]
+            return self._run(X, output)[output]
         return super().predict(X)
 
     @available_if(_BaseOnnxMLP._is_stochastic)

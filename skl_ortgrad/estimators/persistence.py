@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -43,7 +43,9 @@ from skl_ortgrad.estimators.sgd import OnnxSGDClassifier, OnnxSGDRegressor
 from skl_ortgrad.estimators.state_codec import StateDecoder, StateEncoder
 from skl_ortgrad.graph.cut import select_model_output
 from skl_ortgrad.graph.external import check_external_data
-from skl_ortgrad.training.trainer import Trainer
+
+if TYPE_CHECKING:
+    from skl_ortgrad.training.trainer import Trainer
 
 #: Version of the file format; :func:`load` reads this one only.
 FORMAT = 1
@@ -231,6 +233,9 @@ def _decode_estimator(
     state = decoder.decode(entry["optimizer"], "optimizer")
     _check_names(state, "optimizer", forbidden=_NOT_STORED)
     state["model_onnx"] = select_model_output(template.model, template.score)
+    # Imported here: the trainer loads onnxruntime, which ``import skl_ortgrad`` does not.
+    from skl_ortgrad.training.trainer import Trainer
+
     optimizer = Trainer.__new__(Trainer)
     optimizer.__setstate__(state)
     _check_training_state(optimizer, template, np.dtype(entry["dtype"]))

@@ -379,7 +379,7 @@ class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted values, shape (n_samples,)."""
-        return self._run(X)[self._template_.score].ravel().astype(self._data_dtype())
+        return self._in_data_dtype(self._run(X)[self._template_.score].ravel())
 
 
 def _init(coef_init: Any, intercept_init: Any) -> dict[str, Any]:

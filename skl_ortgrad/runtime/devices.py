@@ -1,10 +1,16 @@
-"""Devices, execution providers and log levels of the onnxruntime sessions."""
+"""Devices, execution providers and log levels of the onnxruntime sessions.
+
+onnxruntime is imported by the functions that need it: ``import skl_ortgrad`` does not
+load it (:mod:`skl_ortgrad._import_hooks`).
+"""
 
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-from onnxruntime.capi._pybind_state import OrtDevice, get_available_providers
+if TYPE_CHECKING:
+    from onnxruntime.capi._pybind_state import OrtDevice
 
 _PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 
@@ -34,6 +40,8 @@ def device_providers(device: str) -> list[str]:
         ``onnxruntime`` from 3.13 on); the message gives the README's install command
         for the running Python.
     """
+    from onnxruntime.capi._pybind_state import get_available_providers
+
     kind, _ = parse_device(device)
     provider = _PROVIDERS[kind]
     if provider not in get_available_providers():
@@ -65,6 +73,8 @@ def log_severity(enable_logging: bool = False, verbose: int = 0) -> int:
 
 def ort_device(device: str) -> OrtDevice:
     """The ``OrtDevice`` for ``'cpu'``, ``'cuda'`` or ``'cuda:<index>'``."""
+    from onnxruntime.capi._pybind_state import OrtDevice
+
     kind, index = parse_device(device)
     kind_id = OrtDevice.cpu() if kind == "cpu" else OrtDevice.cuda()
     return OrtDevice(kind_id, OrtDevice.default_memory(), index)
