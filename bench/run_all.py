@@ -23,7 +23,9 @@ import bench_floor
 import bench_linear
 import bench_logistic
 import bench_mlp
+import bench_predict
 import bench_small_fit
+import bench_startup
 import bench_step
 from _common import QUICK, Table, machine_info
 
@@ -39,6 +41,8 @@ SUITES = [
     ("5. The floor", bench_floor),
     ("6. Defaults, both gradient backends", bench_backends),
     ("7. Small fits", bench_small_fit),
+    ("8. Prediction", bench_predict),
+    ("9. Start-up: import, first partial_fit, cold grid search", bench_startup),
 ]
 
 

@@ -66,13 +66,26 @@ def test_converters_are_registered_when_skl2onnx_was_imported_before():
     _python("import skl2onnx\nimport skl_ortgrad\n" + _REGISTERED + _EXPORT)
 
 
-def test_converters_are_registered_when_a_fit_imports_skl2onnx():
-    """The first fit converts its template: skl2onnx comes in through the package, and
-    the export finds the converters."""
-    _python("import sys\nimport skl_ortgrad\n"
-            + _EXPORT.replace("onx = ", "assert 'skl2onnx' in sys.modules\nimport skl2onnx\n"
-                              "onx = ")
-            + _REGISTERED)
+def test_sgd_fits_and_scores_without_skl2onnx_then_converts_when_needed():
+    """A fit of the SGD models and their scores run hand-built score graphs (a grid
+    search's workers never load skl2onnx); ``predict_proba`` converts the full graph:
+    skl2onnx comes in through the package, and the export finds the converters."""
+    _python(
+        "import sys\n"
+        "import numpy as np\n"
+        "import skl_ortgrad\n"
+        "from sklearn.datasets import load_iris\n"
+        "X, y = load_iris(return_X_y=True)\n"
+        "for model in (skl_ortgrad.OnnxSGDClassifier(max_iter=3, loss='log_loss'),\n"
+        "              skl_ortgrad.OnnxSGDRegressor(max_iter=3)):\n"
+        "    model.fit(X, y).score(X, y)\n"
+        "    model.partial_fit(X, y)\n"
+        "assert 'onnxruntime' in sys.modules and 'skl2onnx' not in sys.modules\n"
+        "skl_ortgrad.OnnxSGDClassifier(max_iter=3, loss='log_loss').fit(X, y).predict_proba(X)\n"
+        "assert 'skl2onnx' in sys.modules\n"
+        "import skl2onnx\n"
+        + _REGISTERED + _EXPORT
+    )
 
 
 def test_after_import_calls_back_once():

@@ -13,7 +13,7 @@ import numbers
 import sys
 import warnings
 from abc import ABCMeta, abstractmethod
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -132,8 +132,13 @@ class Template:
 
     Parameters
     ----------
-    model : onnx.ModelProto
-        The full inference graph converted by skl2onnx (labels, probabilities...).
+    model : onnx.ModelProto or callable
+        The full inference graph converted by skl2onnx (labels, probabilities...), or a
+        function without arguments that converts it, called the first time
+        :attr:`model` is read: training and scores need only :attr:`score_model`, so a
+        fit and its ``decision_function`` need not load skl2onnx (0.3 s in every worker
+        of a grid search). A function must pickle (a ``functools.partial`` of a module's
+        function).
     score : str
         Name of the result the loss compares to the labels (raw scores or prediction).
     weights : list of str
@@ -143,39 +148,72 @@ class Template:
     penalized : list of str, optional
         Weights the penalty applies to (default: the optimizer's rule, coefficient
         matrices and not intercepts).
+    score_model : onnx.ModelProto, optional
+        The graph computing ``score`` alone, the same computation as ``model`` cut there
+        (default: that cut).
     """
 
     def __init__(
         self,
-        model: onnx.ModelProto,
+        model: onnx.ModelProto | Callable[[], onnx.ModelProto],
         score: str,
         weights: list[str],
         outputs: list[str],
         penalized: list[str] | None = None,
+        score_model: onnx.ModelProto | None = None,
     ) -> None:
-        self.model = model
+        self._model = model
         self.score = score
         self.weights = weights
         self.outputs = outputs
         self.penalized = penalized
+        self._score_model = score_model
         # Inference sessions by output and dtype, built on first use (InferenceMixin).
         # They live here rather than in the estimator's __dict__ so that predict leaves
         # the estimator's state unchanged (scikit-learn's check_dict_unchanged).
         self.sessions: dict[tuple[str | None, str | None], InferenceSession] = {}
 
+    @property
+    def model(self) -> onnx.ModelProto:
+        """The full graph (converted on first use when given as a function)."""
+        if not isinstance(self._model, onnx.ModelProto):
+            self._model = self._model()
+        return self._model
+
+    @property
+    def score_model(self) -> onnx.ModelProto:
+        """The graph of the score alone (shared: copy it before changing it)."""
+        if self._score_model is None:
+            self._score_model = select_model_output(self.model, self.score)
+        return self._score_model
+
+    def changed(self) -> None:
+        """Forget :attr:`score_model` after a change of :attr:`model` (initial weights)."""
+        self._score_model = None
+
     def __getstate__(self) -> dict[str, Any]:
         # onnxruntime sessions neither pickle nor deep-copy; rebuilt on first use.
         state = self.__dict__.copy()
         state["sessions"] = {}
-        state.pop("session", None)  # the single session of release 0.1.0
         state.pop("after_score", None)
         return state
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Release 0.1.0 pickled ``model`` and a single ``session``.
+        if "model" in state:
+            state["_model"] = state.pop("model")
+        state.pop("session", None)
+        state.setdefault("_score_model", None)
+        state.setdefault("sessions", {})
+        self.__dict__.update(state)
+
     def copy(self) -> Template:
-        """A template of its own (the model copied), without a session."""
-        return Template(_copied(self.model), self.score, list(self.weights),
-                        list(self.outputs),
-                        None if self.penalized is None else list(self.penalized))
+        """A template of its own (the models copied), without a session."""
+        return Template(
+            _copied(self._model) if isinstance(self._model, onnx.ModelProto) else self._model,
+            self.score, list(self.weights), list(self.outputs),
+            None if self.penalized is None else list(self.penalized),
+            None if self._score_model is None else _copied(self._score_model))
 
 
 def _copied(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -255,13 +293,15 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
         both of their own."""
         def build() -> tuple[Template, onnx.ModelProto]:
             template = self._template(n_features, dtype)
-            return template, select_model_output(template.model, template.score)
+            return template, template.score_model
 
         key = self._template_key(n_features, dtype)
         if key is None:
-            return build()
-        template, cut = TEMPLATES.get((type(self).__qualname__, key), build)
-        return template.copy(), _copied(cut)
+            template, cut = build()
+        else:
+            template, cut = TEMPLATES.get((type(self).__qualname__, key), build)
+            template = template.copy()
+        return template, _copied(cut)
 
     @abstractmethod
     def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
@@ -572,7 +612,8 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
         template, train_model = self._trained_template(n_features, self._dtype())
         if any(value is not None for value in init.values()):
             self._initialize(template, init)
-            train_model = select_model_output(template.model, template.score)
+            template.changed()
+            train_model = _copied(template.score_model)
         self._template_ = template
         self.optimizer_ = Trainer(
             train_model,

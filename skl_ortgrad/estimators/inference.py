@@ -202,11 +202,13 @@ class InferenceMixin:
         sessions = template.__dict__.setdefault("sessions", {})
         key = (output, None if dtype is None else np.dtype(dtype).name)
         if key not in sessions:
-            model = template.model
-            if dtype is not None:
-                model = self._template(_n_graph_features(model), np.dtype(dtype)).model
-            if output is not None:
-                model = select_model_output(model, output)
+            if dtype is None and output == template.score:
+                model = template.score_model  # the full graph is not converted
+            else:
+                model = template.model if dtype is None else self._template(
+                    _n_graph_features(template.score_model), np.dtype(dtype)).model
+                if output is not None:
+                    model = select_model_output(model, output)
             inference = initializers_to_inputs(model, template.weights)
             graph = inference.graph
             if (template.score not in {o.name for o in graph.output}
@@ -301,8 +303,7 @@ class InferenceMixin:
         :func:`~skl_ortgrad.graph.linear.linear_features`), read once per template."""
         template = self._template_
         if "linear" not in template.__dict__:
-            cut = select_model_output(template.model, template.score)
-            template.linear = linear_features(cut, template.weights,
+            template.linear = linear_features(template.score_model, template.weights,
                                               single_output=False) is not None
         return template.linear
 

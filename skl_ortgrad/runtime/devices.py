@@ -40,8 +40,6 @@ def device_providers(device: str) -> list[str]:
         ``onnxruntime`` from 3.13 on); the message gives the README's install command
         for the running Python.
     """
-    from onnxruntime.capi._pybind_state import get_available_providers
-
     kind, _ = parse_device(device)
     provider = _PROVIDERS[kind]
     if provider not in get_available_providers():
@@ -58,6 +56,13 @@ def device_providers(device: str) -> list[str]:
             f"skl_ortgrad checkout: `{install}`."
         )
     return [provider] if kind == "cpu" else [provider, _PROVIDERS["cpu"]]
+
+
+def get_available_providers() -> list[str]:
+    """The execution providers of the installed onnxruntime."""
+    from onnxruntime.capi._pybind_state import get_available_providers as available
+
+    return available()
 
 
 def log_severity(enable_logging: bool = False, verbose: int = 0) -> int:
