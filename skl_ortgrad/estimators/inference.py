@@ -5,17 +5,17 @@ A prediction on float64 input used to cast all of ``X`` to the model's float32 (
 array, every page of it faulted in), sum the rows of the cast for the finiteness check,
 then run onnxruntime on it: three passes over data larger than the caches, 60% of the
 time of a 200k x 50 prediction. :func:`run_blocks` casts each block of
-:data:`~skl_ortgrad.estimators.finite_input.BLOCK_VALUES` values into a buffer it
-reuses, checks and runs it while it is in cache: one pass over ``X``, and no copy of it.
+:data:`~skl_ortgrad.runtime.blocks.BLOCK_VALUES` values into a buffer it reuses, checks
+and runs it while it is in cache: one pass over ``X``, and no copy of it.
 Where the score is linear in ``X`` (the SGD models), the outputs do the finiteness check:
 a NaN or infinite value of a row makes its score NaN or infinite, whatever the weights
 (:math:`0 \\times \\infty` is NaN), and a few thousand outputs are cheaper to check than
 ``X``.
 
-The blocks are shared among threads (:func:`inference_threads`): numpy's cast and
-onnxruntime's ``run`` release the GIL, so each thread casts and runs its own blocks on
-the same session (onnxruntime allows concurrent ``run`` calls); small inputs take one
-thread, which starts nothing.
+The blocks are shared among threads by the size of the input
+(:func:`~skl_ortgrad.runtime.blocks.block_threads`): each thread casts and runs its own
+blocks on the same session (onnxruntime allows concurrent ``run`` calls); small inputs
+take one thread, which starts nothing.
 
 Finite input can still overflow the model's float32 (values near :math:`3.4 \\times
 10^{38}`: the score is infinite where scikit-learn's float64 one is not): the rows with a
@@ -27,8 +27,6 @@ silent NaN or infinity.
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +35,6 @@ import onnx
 from sklearn.utils.validation import check_is_fitted
 
 from skl_ortgrad.estimators.finite_input import (
-    BLOCK_VALUES,
     _cast_checked,
     _row_sums_finite,
     refuse_non_finite,
@@ -46,6 +43,7 @@ from skl_ortgrad.estimators.finite_input import (
 from skl_ortgrad.graph.cut import select_model_input, select_model_output
 from skl_ortgrad.graph.linear import linear_features
 from skl_ortgrad.graph.model import initializers_to_inputs
+from skl_ortgrad.runtime.blocks import block_rows, block_threads, share_blocks
 from skl_ortgrad.runtime.devices import device_providers, log_severity
 from skl_ortgrad.runtime.options import session_options
 from skl_ortgrad.runtime.sessions import cached_session, io_names
@@ -61,33 +59,13 @@ _SPARSE_CHUNK_VALUES = 2**22
 #: (4 to 16 by CPU) whose size divides 192: each row then gets the very value one run on
 #: all of ``X`` gives it (checked by the tests).
 BLOCK_ROWS = 192
-#: Values of ``X`` per extra thread (a thread costs about 0.1 ms to start and join;
-#: 2**20 float64 values take about 1 ms to cast and score).
-THREAD_VALUES = 2**20
-
-
-def usable_cores() -> int:
-    """Cores this process may run on, at most ``OMP_NUM_THREADS`` when it is set (joblib
-    sets it in its workers to share the cores among them)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    limit = os.environ.get("OMP_NUM_THREADS", "")
-    return max(1, min(cores, int(limit))) if limit.isdigit() and int(limit) > 0 else cores
-
-
-def inference_threads(n_values: int, n_threads: int = 1) -> int:
-    """Threads predicting on ``n_values`` values with sessions of ``n_threads`` intra-op
-    threads each: one per :data:`THREAD_VALUES`, all of them using at most
-    :func:`usable_cores`."""
-    return max(1, min(usable_cores() // max(1, n_threads), n_values // THREAD_VALUES))
 
 
 def run_blocks(session: InferenceSession, feeds: dict[str, np.ndarray], input_name: str,
                names: Sequence[str], X: np.ndarray, dtype: np.dtype, check_rows: bool,
                threads: int = 1) -> tuple[list[np.ndarray], bool]:
-    """Run ``session`` on ``X`` (2-D) cast to ``dtype``, block by block.
+    """Run ``session`` on ``X`` (2-D) cast to ``dtype``, block by block
+    (:mod:`~skl_ortgrad.runtime.blocks`).
 
     Parameters
     ----------
@@ -108,7 +86,7 @@ def run_blocks(session: InferenceSession, feeds: dict[str, np.ndarray], input_na
         :mod:`~skl_ortgrad.estimators.finite_input`): False where the outputs tell
         whether ``X`` is finite.
     threads : int
-        Threads sharing the blocks (fewer when there are fewer blocks).
+        Threads sharing the blocks.
 
     Returns
     -------
@@ -120,47 +98,31 @@ def run_blocks(session: InferenceSession, feeds: dict[str, np.ndarray], input_na
         raises, or finds finite values whose sums overflow and runs again without
         ``check_rows``.
     """
-    rows = BLOCK_ROWS * max(1, BLOCK_VALUES // (BLOCK_ROWS * max(1, X.shape[1])))
+    rows = block_rows(X.shape[1], BLOCK_ROWS)
     starts = range(0, X.shape[0], rows)
-    threads = max(1, min(threads, len(starts)))
-    # Contiguous shares of the blocks, one per thread, each filling its own list.
-    shares = [starts[k * len(starts) // threads:(k + 1) * len(starts) // threads]
-              for k in range(threads)]
-    results: list[list[list[np.ndarray]]] = [[] for _ in shares]
-    failed: list[BaseException] = []
+    results: list[list[list[np.ndarray]]] = [[] for _ in range(max(1, threads))]
     finite = [True]
     cast = X.dtype != dtype or not X.flags.c_contiguous
 
-    def work(index: int) -> None:
+    def work(index: int, share: range) -> None:
         buffer = np.empty((rows, X.shape[1]), dtype=dtype) if cast else None
         local = dict(feeds)
-        try:
-            for start in shares[index]:
-                block = X[start:start + rows]
-                if buffer is not None:
-                    block = buffer[:block.shape[0]]
-                    # Values beyond the dtype become infinite, as astype makes them:
-                    # the checks find them.
-                    with np.errstate(over="ignore", invalid="ignore"):
-                        np.copyto(block, X[start:start + rows], casting="unsafe")
-                if check_rows and not _row_sums_finite(block):
-                    finite[0] = False
-                if not finite[0]:
-                    return
-                local[input_name] = block
-                results[index].append(session.run(names, local))
-        except BaseException as exc:  # raised again by the calling thread
-            failed.append(exc)
+        for start in share:
+            block = X[start:start + rows]
+            if buffer is not None:
+                block = buffer[:block.shape[0]]
+                # Values beyond the dtype become infinite, as astype makes them: the
+                # checks find them.
+                with np.errstate(over="ignore", invalid="ignore"):
+                    np.copyto(block, X[start:start + rows], casting="unsafe")
+            if check_rows and not _row_sums_finite(block):
+                finite[0] = False
+            if not finite[0]:
+                return
+            local[input_name] = block
+            results[index].append(session.run(names, local))
 
-    helpers = [threading.Thread(target=work, args=(k,), daemon=True)
-               for k in range(1, threads)]
-    for helper in helpers:
-        helper.start()
-    work(0)
-    for helper in helpers:
-        helper.join()
-    if failed:
-        raise failed[0]
+    share_blocks(starts, threads, work)
     if not finite[0]:
         return [], False
     blocks = [block for share in results for block in share]
@@ -264,7 +226,7 @@ class InferenceMixin:
         """:meth:`_run` on a dense ``X`` without frozen steps: :func:`run_blocks`."""
         session = self._session(output)
         inputs, names = io_names(session)
-        threads = inference_threads(X.size, self.n_threads)
+        threads = block_threads(X.size, self.n_threads)
         linear = self._linear_score()
         results, finite = run_blocks(session, feeds, inputs[0], names, X, dtype,
                                      check_rows=not linear, threads=threads)

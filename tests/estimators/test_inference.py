@@ -3,6 +3,7 @@ value is refused in scikit-learn's words (through the outputs for a linear score
 predictions that overflow float32 are computed again in float64."""
 
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -16,7 +17,8 @@ from skl_ortgrad import (
     OnnxSGDClassifier,
     OnnxSGDRegressor,
 )
-from skl_ortgrad.estimators import inference
+from skl_ortgrad.estimators.finite_input import _cast_checked
+from skl_ortgrad.runtime import blocks
 from skl_ortgrad.runtime.sessions import io_names
 
 RNG = np.random.default_rng(0)
@@ -43,9 +45,9 @@ def _served(model, data):
 def small_blocks(monkeypatch):
     """Blocks of the fewest rows (``BLOCK_ROWS``), a thread per 100 values and 3 cores:
     many blocks, shared by 3 threads."""
-    monkeypatch.setattr(inference, "BLOCK_VALUES", 1)
-    monkeypatch.setattr(inference, "THREAD_VALUES", 100)
-    monkeypatch.setattr(inference, "usable_cores", lambda: 3)
+    monkeypatch.setattr(blocks, "BLOCK_VALUES", 1)
+    monkeypatch.setattr(blocks, "THREAD_VALUES", 100)
+    monkeypatch.setattr(blocks, "usable_cores", lambda: 3)
 
 
 def _one_run(model, data):
@@ -83,24 +85,56 @@ def test_blocks_and_threads_give_one_runs_results(small_blocks, dtype, order):
 
 
 def test_threads_by_size_and_cores(monkeypatch):
-    monkeypatch.setattr(inference, "usable_cores", lambda: 4)
-    size = inference.THREAD_VALUES
-    assert inference.inference_threads(size - 1) == 1
-    assert inference.inference_threads(3 * size) == 3
-    assert inference.inference_threads(100 * size) == 4
+    monkeypatch.setattr(blocks, "usable_cores", lambda: 4)
+    size = blocks.THREAD_VALUES
+    assert blocks.block_threads(size - 1) == 1
+    assert blocks.block_threads(3 * size) == 3
+    assert blocks.block_threads(100 * size) == 4
     # Sessions of 2 intra-op threads each: half as many.
-    assert inference.inference_threads(100 * size, n_threads=2) == 2
-    assert inference.inference_threads(100 * size, n_threads=8) == 1
+    assert blocks.block_threads(100 * size, n_threads=2) == 2
+    assert blocks.block_threads(100 * size, n_threads=8) == 1
 
 
 def test_usable_cores_follow_omp_num_threads(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    cores = inference.usable_cores()
+    cores = blocks.usable_cores()
     assert cores >= 1
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert inference.usable_cores() == 1
+    assert blocks.usable_cores() == 1
     monkeypatch.setenv("OMP_NUM_THREADS", "not a number")
-    assert inference.usable_cores() == cores
+    assert blocks.usable_cores() == cores
+
+
+def test_shares_of_blocks_run_in_threads_and_errors_come_back():
+    seen = {}
+
+    def work(index, share):
+        seen[index] = (list(share), threading.get_ident())
+
+    blocks.share_blocks(range(0, 10, 2), 3, work)
+    assert [seen[k][0] for k in range(3)] == [[0], [2, 4], [6, 8]]
+    assert seen[0][1] == threading.get_ident() != seen[1][1]
+
+    def fail(index, share):
+        if index == 2:
+            raise KeyError("share 2")
+
+    with pytest.raises(KeyError, match="share 2"):
+        blocks.share_blocks(range(5), 3, fail)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_fit_casts_and_checks_in_blocks_and_threads(small_blocks, dtype):
+    """The fit's cast in blocks and threads: X's values as the graph's dtype, and the
+    NaN of any block found."""
+    data = np.tile(X, (4, 1)).astype(dtype)
+    cast, finite = _cast_checked(data, np.float32 if dtype == np.float64 else np.float64)
+    assert finite
+    np.testing.assert_array_equal(cast, data.astype(cast.dtype))
+    for row in (0, 700, 1199):
+        bad = data.copy()
+        bad[row, 3] = np.nan
+        assert not _cast_checked(bad, np.float32)[1]
 
 
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
