@@ -13,9 +13,9 @@ The model reads ``X`` cast to its dtype (float32 by default), which float64 inpu
 anyway. Summing the rows of the cast instead of ``X`` also checks the range
 (:func:`~skl_ortgrad.estimators.dtype_range.check_dtype_range`): a value NaN or
 infinite in ``X``, or finite but too large for the dtype, is NaN or infinite once cast.
-The cast and the sums go block by block, each block summed while it is in cache, blocks
-shared among threads (:mod:`~skl_ortgrad.runtime.blocks`): one pass over ``X`` for the
-cast and the checks together.
+The cast and the sums go block by block, each block summed while it is in cache
+(:mod:`~skl_ortgrad.runtime.blocks`): one pass over ``X`` for the cast and the checks
+together.
 ``predict`` goes further: it casts, checks and runs block by block without casting all of
 ``X`` (:mod:`~skl_ortgrad.estimators.inference`), from :func:`validate_unchecked`.
 
@@ -36,7 +36,7 @@ from sklearn.utils import check_array
 from sklearn.utils.validation import validate_data
 
 from skl_ortgrad.estimators.dtype_range import check_dtype_range
-from skl_ortgrad.runtime.blocks import block_rows, block_threads, share_blocks
+from skl_ortgrad.runtime.blocks import block_rows, share_blocks
 
 
 def validate_finite_data(estimator: Any, X: Any, y: Any = "no_validation",
@@ -88,8 +88,8 @@ def refuse_non_finite(estimator: Any, X: Any, graph_dtype: Any = None) -> None:
 def _cast_checked(X: Any, graph_dtype: Any) -> tuple[np.ndarray | None, bool]:
     """``X`` as ``graph_dtype`` (None without it or for a sparse ``X``; ``X`` itself when
     it has that dtype), and whether the row sums of the narrower of the two were all
-    finite; block by block, blocks shared among threads
-    (:mod:`~skl_ortgrad.runtime.blocks`; False for a sparse ``X``)."""
+    finite; block by block (:mod:`~skl_ortgrad.runtime.blocks`; False for a sparse
+    ``X``)."""
     if graph_dtype is None or not isinstance(X, np.ndarray):
         return None, _row_sums_finite(X)
     if X.dtype == graph_dtype:
@@ -110,7 +110,8 @@ def _cast_checked(X: Any, graph_dtype: Any) -> tuple[np.ndarray | None, bool]:
             if finite[0] and not _row_sums_finite(target if sum_cast else source):
                 finite[0] = False
 
-    share_blocks(range(0, X.shape[0], rows), block_threads(X.size), work)
+    # One thread: numpy's copyto holds the GIL (the row sums' BLAS has its own threads).
+    share_blocks(range(0, X.shape[0], rows), 1, work)
     return cast, finite[0]
 
 

@@ -124,8 +124,8 @@ def test_shares_of_blocks_run_in_threads_and_errors_come_back():
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_the_fit_casts_and_checks_in_blocks_and_threads(small_blocks, dtype):
-    """The fit's cast in blocks and threads: X's values as the graph's dtype, and the
+def test_the_fit_casts_and_checks_in_blocks(small_blocks, dtype):
+    """The fit's cast in blocks: X's values as the graph's dtype, and the
     NaN of any block found."""
     data = np.tile(X, (4, 1)).astype(dtype)
     cast, finite = _cast_checked(data, np.float32 if dtype == np.float64 else np.float64)
