@@ -59,11 +59,14 @@ GRID = {"alpha": [1e-5, 1e-4, 1e-3, 1e-2], "penalty": ["l2", "l1", "elasticnet"]
 # What a fresh interpreter runs: the import (timed), then, with data, the first
 # partial_fit (timed) and that of a second estimator; one JSON line.
 _CHILD = """
-import json, resource, time
+import json, time
 begin = time.perf_counter()
 {imports}
 imported = time.perf_counter() - begin
-memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# The peak resident memory of this interpreter (ru_maxrss would keep the parent's peak
+# across exec).
+with open("/proc/self/status") as status:
+    memory = next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) / 1024
 result = {{"import": imported, "rss_mb": memory}}
 if {fit}:
     import numpy as np

