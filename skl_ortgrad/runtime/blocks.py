@@ -39,6 +39,8 @@ def block_threads(n_values: int, n_threads: int = 1) -> int:
     """Threads sharing the blocks of ``n_values`` values, each running sessions of
     ``n_threads`` intra-op threads: one per :data:`THREAD_VALUES`, all together using at
     most :func:`usable_cores`."""
+    if n_values < 2 * THREAD_VALUES:
+        return 1
     return max(1, min(usable_cores() // max(1, n_threads), n_values // THREAD_VALUES))
 
 
