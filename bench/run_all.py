@@ -24,8 +24,10 @@ import bench_linear
 import bench_logistic
 import bench_mlp
 import bench_mlp_torch
+import bench_predict
 import bench_small_fit
 import bench_sparse
+import bench_startup
 import bench_step
 import bench_streaming
 from _common import QUICK, Table, machine_info
@@ -45,6 +47,8 @@ SUITES = [
     ("8. Sparse input", bench_sparse),
     ("9. Streaming float64 blocks", bench_streaming),
     ("10. MLP against PyTorch", bench_mlp_torch),
+    ("11. Prediction", bench_predict),
+    ("12. Start-up: import, first partial_fit, cold grid search", bench_startup),
 ]
 
 

@@ -1,6 +1,10 @@
-"""scikit-learn compatible estimators trained by onnxruntime-training."""
+"""scikit-learn compatible estimators trained by onnxruntime-training.
 
-# First: the first import of onnxruntime, which must not configure the root logger.
+onnxruntime and skl2onnx are loaded by the first fit, predict or conversion, not by this
+import (:mod:`skl_ortgrad._import_hooks`).
+"""
+
+# First: whoever imports onnxruntime first, its import must not configure the root logger.
 from skl_ortgrad import _logging  # noqa: F401
 from skl_ortgrad._version import __version__ as __version__
 from skl_ortgrad.estimators import (

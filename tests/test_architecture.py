@@ -22,7 +22,7 @@ ALLOWED = {
     "runtime": {"graph"},
     "graph": set(),
 }
-HELPERS = {"_cache", "_params", "_version", "exceptions", "_logging"}
+HELPERS = {"_cache", "_params", "_version", "exceptions", "_logging", "_import_hooks"}
 
 
 def _modules() -> dict[str, Path]:

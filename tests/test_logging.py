@@ -1,5 +1,6 @@
-"""``import skl_ortgrad`` leaves the root logger as it was (onnxruntime-training's import
-calls ``logging.basicConfig()``), so a logging configuration made after it works.
+"""``import skl_ortgrad`` and the first import of onnxruntime, whoever makes it, leave the
+root logger as it was (onnxruntime-training's import calls ``logging.basicConfig()``), so
+a logging configuration made after them works.
 
 Each test runs a fresh interpreter: in this one, onnxruntime is imported already.
 """
@@ -23,6 +24,24 @@ def test_import_leaves_an_unconfigured_root_logger_unconfigured():
         "root = logging.getLogger()\n"
         "assert (root.handlers, root.level) == ([], logging.WARNING), (root.handlers, root.level)\n"
     )
+
+
+def test_the_first_fit_imports_onnxruntime_and_leaves_the_root_logger_unconfigured():
+    """``import skl_ortgrad`` does not load onnxruntime: the fit that does keeps the root
+    logger as it was, and so does a user's own first ``import onnxruntime``."""
+    for first_import in ("skl_ortgrad.OnnxSGDRegressor(max_iter=2).fit([[0.0], [1.0]], "
+                         "[0.0, 1.0])", "import onnxruntime"):
+        _python(
+            "import logging, sys, warnings\n"
+            "warnings.simplefilter('ignore')\n"
+            "import skl_ortgrad\n"
+            "assert 'onnxruntime' not in sys.modules\n"
+            f"{first_import}\n"
+            "assert 'onnxruntime' in sys.modules\n"
+            "root = logging.getLogger()\n"
+            "assert (root.handlers, root.level) == ([], logging.WARNING), (root.handlers, "
+            "root.level)\n"
+        )
 
 
 def test_import_leaves_a_configured_root_logger_as_configured():

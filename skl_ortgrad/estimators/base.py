@@ -13,12 +13,11 @@ import numbers
 import sys
 import warnings
 from abc import ABCMeta, abstractmethod
-from collections.abc import Hashable
-from typing import Any, ClassVar
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import onnx
-from onnxruntime import InferenceSession
 from sklearn.base import BaseEstimator, is_classifier
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
@@ -31,24 +30,18 @@ from skl_ortgrad._params import MemoizedParamNames, MemoizedParamValidation
 from skl_ortgrad.estimators.curvature import stable_step
 from skl_ortgrad.estimators.dtype_range import check_dtype_range
 from skl_ortgrad.estimators.finite_input import validate_finite_data
+from skl_ortgrad.estimators.inference import InferenceMixin
 from skl_ortgrad.estimators.sgd_parameters import AUTO_BATCH, auto_batch_size
 from skl_ortgrad.exceptions import ConvergenceError
 from skl_ortgrad.gradient.backend import BACKEND_NAMES, resolve_backend
-from skl_ortgrad.graph.cut import select_model_input, select_model_output
-from skl_ortgrad.graph.linear import linear_features
-from skl_ortgrad.graph.model import initializers_to_inputs
-from skl_ortgrad.runtime.devices import device_providers, log_severity, parse_device
-from skl_ortgrad.runtime.options import session_options
+from skl_ortgrad.graph.cut import select_model_output
+from skl_ortgrad.runtime.devices import device_providers, parse_device
 from skl_ortgrad.runtime.random_state import check_random_state
-from skl_ortgrad.runtime.sessions import cached_session, io_names
 from skl_ortgrad.runtime.threads import training_threads
 from skl_ortgrad.training.snapshot import OptimizerSnapshot
-from skl_ortgrad.training.trainer import Trainer
 
-#: Values densified at once when predicting on a sparse matrix (16 MiB of float32): rows
-#: of wide data (text, hashed features) would otherwise take gigabytes per chunk.
-_SPARSE_CHUNK_VALUES = 2**22
-
+if TYPE_CHECKING:
+    from onnxruntime import InferenceSession
 
 def numeric_targets(y: Any) -> np.ndarray:
     """A regressor's ``y`` as float64 of shape (n_samples, n_outputs).
@@ -84,8 +77,13 @@ class Template:
 
     Parameters
     ----------
-    model : onnx.ModelProto
-        The full inference graph converted by skl2onnx (labels, probabilities...).
+    model : onnx.ModelProto or callable
+        The full inference graph converted by skl2onnx (labels, probabilities...), or a
+        function without arguments that converts it, called the first time
+        :attr:`model` is read: training and scores need only :attr:`score_model`, so a
+        fit and its ``decision_function`` need not load skl2onnx (0.3 s in every worker
+        of a grid search). A function must pickle (a ``functools.partial`` of a module's
+        function).
     score : str
         Name of the result the loss compares to the labels (raw scores or prediction).
     weights : list of str
@@ -95,38 +93,72 @@ class Template:
     penalized : list of str, optional
         Weights the penalty applies to (default: the optimizer's rule, coefficient
         matrices and not intercepts).
+    score_model : onnx.ModelProto, optional
+        The graph computing ``score`` alone, the same computation as ``model`` cut there
+        (default: that cut).
     """
 
     def __init__(
         self,
-        model: onnx.ModelProto,
+        model: onnx.ModelProto | Callable[[], onnx.ModelProto],
         score: str,
         weights: list[str],
         outputs: list[str],
         penalized: list[str] | None = None,
+        score_model: onnx.ModelProto | None = None,
     ) -> None:
-        self.model = model
+        self._model = model
         self.score = score
         self.weights = weights
         self.outputs = outputs
         self.penalized = penalized
-        # Inference session, built on first use. It lives here rather than in the
-        # estimator's __dict__ so that predict leaves the estimator's state unchanged
-        # (scikit-learn's check_dict_unchanged).
-        self.session: InferenceSession | None = None
+        self._score_model = score_model
+        # Inference sessions by output and dtype, built on first use (InferenceMixin).
+        # They live here rather than in the estimator's __dict__ so that predict leaves
+        # the estimator's state unchanged (scikit-learn's check_dict_unchanged).
+        self.sessions: dict[tuple[str | None, str | None], InferenceSession] = {}
+
+    @property
+    def model(self) -> onnx.ModelProto:
+        """The full graph (converted on first use when given as a function)."""
+        if not isinstance(self._model, onnx.ModelProto):
+            self._model = self._model()
+        return self._model
+
+    @property
+    def score_model(self) -> onnx.ModelProto:
+        """The graph of the score alone (shared: copy it before changing it)."""
+        if self._score_model is None:
+            self._score_model = select_model_output(self.model, self.score)
+        return self._score_model
+
+    def changed(self) -> None:
+        """Forget :attr:`score_model` after a change of :attr:`model` (initial weights)."""
+        self._score_model = None
 
     def __getstate__(self) -> dict[str, Any]:
         # onnxruntime sessions neither pickle nor deep-copy; rebuilt on first use.
         state = self.__dict__.copy()
-        state["session"] = None
+        state["sessions"] = {}
         state.pop("after_score", None)
         return state
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Release 0.1.0 pickled ``model`` and a single ``session``.
+        if "model" in state:
+            state["_model"] = state.pop("model")
+        state.pop("session", None)
+        state.setdefault("_score_model", None)
+        state.setdefault("sessions", {})
+        self.__dict__.update(state)
+
     def copy(self) -> Template:
-        """A template of its own (the model copied), without a session."""
-        return Template(_copied(self.model), self.score, list(self.weights),
-                        list(self.outputs),
-                        None if self.penalized is None else list(self.penalized))
+        """A template of its own (the models copied), without a session."""
+        return Template(
+            _copied(self._model) if isinstance(self._model, onnx.ModelProto) else self._model,
+            self.score, list(self.weights), list(self.outputs),
+            None if self.penalized is None else list(self.penalized),
+            None if self._score_model is None else _copied(self._score_model))
 
 
 def _copied(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -141,8 +173,8 @@ def _copied(model: onnx.ModelProto) -> onnx.ModelProto:
 TEMPLATES: BoundedCache[tuple[Template, onnx.ModelProto]] = BoundedCache(64)
 
 
-class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimator,
-                        metaclass=ABCMeta):
+class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidation,
+                        BaseEstimator, metaclass=ABCMeta):
     """Base of the estimators trained through onnxruntime.
 
     Every estimator takes its scikit-learn counterpart's parameters (a family turns them
@@ -207,13 +239,15 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
         both of their own."""
         def build() -> tuple[Template, onnx.ModelProto]:
             template = self._template(n_features, dtype)
-            return template, select_model_output(template.model, template.score)
+            return template, template.score_model
 
         key = self._template_key(n_features, dtype)
         if key is None:
-            return build()
-        template, cut = TEMPLATES.get((type(self).__qualname__, key), build)
-        return template.copy(), _copied(cut)
+            template, cut = build()
+        else:
+            template, cut = TEMPLATES.get((type(self).__qualname__, key), build)
+            template = template.copy()
+        return template, _copied(cut)
 
     @abstractmethod
     def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
@@ -250,6 +284,27 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
         predictions, as scikit-learn's (float64 for models saved before it was kept)."""
         return self.__dict__.get("_weights_dtype", "float64")
 
+    def _in_data_dtype(self, predictions: np.ndarray) -> np.ndarray:
+        """``predictions`` as :meth:`_data_dtype`, as scikit-learn returns them.
+
+        Raises
+        ------
+        ValueError
+            If a prediction (computed in float64 where float32 overflowed, see
+            :mod:`~skl_ortgrad.estimators.inference`) is too large for that dtype: never
+            a silent infinity.
+        """
+        dtype = np.dtype(self._data_dtype())
+        with np.errstate(over="ignore"):
+            result = predictions.astype(dtype)
+        if predictions.dtype.itemsize > dtype.itemsize and not np.isfinite(result).all():
+            row = int(np.flatnonzero(~np.isfinite(result.reshape(len(result), -1)).all(
+                axis=1))[0])
+            raise ValueError(
+                f"The prediction of row {row} of X is too large for dtype('{dtype.name}'), "
+                "the type of the data the model was fitted on: fit it on float64 data.")
+        return result
+
     def _average(self) -> bool | int:
         """Averaged SGD from which sample (False: none), see the optimizer's ``average``."""
         return False
@@ -260,10 +315,6 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
 
     def _start(self, X: Any, y: Any, sample_weight: Any) -> None:
         """Called with the validated data before a fresh fit (nothing to do here)."""
-
-    def _preprocess(self, X: Any) -> Any:
-        """Frozen transformation applied before the trained graph (none by default)."""
-        return X
 
     def _initialize(self, template: Template, init: dict[str, Any]) -> None:
         """Set initial weights given to ``fit`` (``coef_init``...) in ``template``."""
@@ -504,10 +555,15 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
         """A new ``optimizer_`` (the plain :class:`~skl_ortgrad.training.trainer.Trainer`)
         for ``n_features`` columns; :meth:`_train` gives it the training objects of every
         call (:meth:`~skl_ortgrad.training.trainer.Trainer.configure`)."""
+        # Imported at the first fit: the trainer loads onnxruntime, which
+        # ``import skl_ortgrad`` leaves out (skl_ortgrad._import_hooks).
+        from skl_ortgrad.training.trainer import Trainer
+
         template, train_model = self._trained_template(n_features, self._dtype())
         if any(value is not None for value in init.values()):
             self._initialize(template, init)
-            train_model = select_model_output(template.model, template.score)
+            template.changed()
+            train_model = _copied(template.score_model)
         self._template_ = template
         self.optimizer_ = Trainer(
             train_model,
@@ -516,7 +572,7 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
             shuffle=self.shuffle,
             random_state=self.random_state,
             n_iter_no_change=self._patience(),
-            n_threads=self._training_threads(template),
+            n_threads=self._training_threads(train_model, template.weights),
             validation_every=1,
             penalized_weights=template.penalized,
             backend=self.backend,
@@ -526,19 +582,15 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
         self.loss_curve_ = []
         self.n_iter_ = 0
 
-    def _training_threads(self, template: Template) -> int:
-        """``n_threads``, "auto" resolved by the step's work
+    def _training_threads(self, model: onnx.ModelProto, weights: list[str]) -> int:
+        """``n_threads``, "auto" resolved by the step's work on the trained ``model``
         (:func:`~skl_ortgrad.runtime.threads.training_threads`): three multiply-adds per
-        trained value and row of a full batch."""
+        trained value (``weights``) and row of a full batch."""
         if self.n_threads != "auto":
             return int(self.n_threads)
-        sizes = {i.name: int(np.prod(i.dims)) for i in template.model.graph.initializer}
-        values = sum(sizes.get(name, 0) for name in template.weights)
+        sizes = {i.name: int(np.prod(i.dims)) for i in model.graph.initializer}
+        values = sum(sizes.get(name, 0) for name in weights)
         return training_threads(3.0 * values * self._resolved_batch_size(sys.maxsize))
-
-    def _inference_threads(self) -> int:
-        """``n_threads`` for prediction sessions ("auto": one)."""
-        return 1 if self.n_threads == "auto" else int(self.n_threads)
 
     def _sync(self, partial: bool, before: int) -> None:
         """Copy the optimizer's state into the scikit-learn attributes."""
@@ -559,95 +611,7 @@ class BaseOnnxEstimator(MemoizedParamNames, MemoizedParamValidation, BaseEstimat
             self.validation_scores_ = list(optimizer.validation_scores_)
             self.best_validation_score_ = float(np.max(self.validation_scores_))
 
-    # -- inference and export ---------------------------------------------------------
-
-    def _session(self) -> InferenceSession:
-        """Inference session of the full graph with the weights as inputs (built once)."""
-        template = self._template_
-        if template.session is None:
-            options = session_options(self._inference_threads(),
-                                      log_severity(verbose=self.verbose))
-            inference = initializers_to_inputs(template.model, template.weights)
-            if template.score not in {out.name for out in inference.graph.output}:
-                # decision_function reads the raw scores, an intermediate result.
-                inference.graph.output.append(onnx.ValueInfoProto(name=template.score))
-            # From the process-wide cache: the weights are inputs, so every estimator
-            # with the same graph and options shares the session.
-            template.session = cached_session(inference, options, device_providers(self.device))
-        return template.session
-
-    def _run(self, X: Any) -> dict[str, np.ndarray]:
-        """Validate ``X`` and run the trained graph on it; return outputs by name."""
-        check_is_fitted(self, "optimizer_")
-        optimizer = self.optimizer_
-        dtype = optimizer.model_dtype()
-        X, cast = validate_finite_data(
-            self, X, graph_dtype=dtype, reset=False, accept_sparse="csr",
-            dtype=[np.float32, np.float64],
-        )
-        X = self._graph_input(X, dtype, cast)
-        feeds = dict(zip(optimizer.weights_to_train_, optimizer.served_weights(), strict=True))
-        after_score = self._after_score() if hasattr(X, "toarray") else None
-        if after_score is not None:
-            return self._run_from_scores(X, feeds, after_score)
-        session = self._session()
-        inputs, names = io_names(session)
-        input_name = inputs[0]
-        # A sparse matrix is densified chunk by chunk, never whole.
-        step = (max(1, _SPARSE_CHUNK_VALUES // max(1, X.shape[1])) if hasattr(X, "toarray")
-                else max(1, X.shape[0]))
-        chunks = []
-        for start in range(0, X.shape[0], step):
-            rows = X[start:start + step]
-            rows = rows.toarray() if hasattr(rows, "toarray") else rows
-            feeds[input_name] = np.ascontiguousarray(rows, dtype=dtype)
-            chunks.append(session.run(names, feeds))
-        return {
-            name: np.concatenate([chunk[i] for chunk in chunks])
-            for i, name in enumerate(names)
-        }
-
-    def _after_score(self) -> tuple[InferenceSession | None] | None:
-        """Where the template's score is linear in ``X`` (``MatMul``, ``Add``,
-        :func:`~skl_ortgrad.graph.linear.linear_features`), the session of what follows
-        it, as a 1-tuple (None inside when the score is the output); None otherwise.
-
-        Sparse ``X`` is then scored by scipy (:meth:`_run_from_scores`), its work in the
-        stored values, instead of densified for the whole graph (a 5k x 200k matrix with
-        40 values a row: 367 -> 10 ms, measured).
-        """
-        template = self._template_
-        if "after_score" not in template.__dict__:
-            cut = select_model_output(template.model, template.score)
-            found: tuple[InferenceSession | None] | None = None
-            if linear_features(cut, template.weights, single_output=False) is not None:
-                if [o.name for o in template.model.graph.output] == [template.score]:
-                    found = (None,)
-                else:
-                    options = session_options(self._inference_threads(),
-                                              log_severity(verbose=self.verbose))
-                    found = (cached_session(select_model_input(template.model, template.score),
-                                            options, device_providers(self.device)),)
-            template.after_score = found
-        return template.after_score
-
-    def _run_from_scores(self, X: Any, feeds: dict[str, np.ndarray],
-                         after_score: tuple[InferenceSession | None]) -> dict[str, np.ndarray]:
-        """:meth:`_run` on sparse ``X`` for a linear score: :math:`s = XW + b` by scipy,
-        summed in float64 and rounded to the model's dtype once, then the rest of the
-        graph on ``s``."""
-        template = self._template_
-        coef, intercept = (feeds[name] for name in template.weights)
-        exact = (np.asarray(X.astype(np.float64) @ coef.astype(np.float64))
-                 + intercept.astype(np.float64).reshape(1, -1))
-        scores = exact.astype(coef.dtype)
-        outputs = {template.score: scores}
-        session = after_score[0]
-        if session is not None:
-            names = io_names(session)[1]
-            outputs.update(zip(names, session.run(names, {template.score: scores}),
-                               strict=True))
-        return outputs
+    # -- export -------------------------------------------------------------------------
 
     def to_onnx(self) -> onnx.ModelProto:
         """Return the trained ONNX model, ready for onnxruntime inference.

@@ -146,7 +146,7 @@ class ClassifierTargetsMixin:
     def decision_function(self, X: Any) -> np.ndarray:
         """Raw scores: shape (n,) for binary problems (positive means ``classes_[1]``),
         (n, n_classes) otherwise."""
-        return self._scores(self._run(X))
+        return self._scores(self._run(X, self._fitted_template().score))
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted class labels (the class of the highest score)."""
@@ -156,7 +156,7 @@ class ClassifierTargetsMixin:
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities, shape (n, n_classes), rows summing to 1."""
-        return self._run(X)["probabilities"].astype(np.float64)
+        return self._run(X, "probabilities")["probabilities"].astype(np.float64)
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`."""

@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import numpy_helper
-from skl2onnx import to_onnx
 from sklearn.base import BaseEstimator
 
 from skl_ortgrad._cache import BoundedCache, Unfreezable, freeze
@@ -257,6 +256,9 @@ def convert_model(
     dtype = np.dtype(dtype)
 
     def convert(source: Any) -> onnx.ModelProto:
+        # Imported at the first conversion: ``import skl_ortgrad`` does not load skl2onnx.
+        from skl2onnx import to_onnx
+
         return to_onnx(source, np.zeros((1, n_features), dtype=dtype),
                        target_opset=target_opset, black_op=black_op, options=options)
 

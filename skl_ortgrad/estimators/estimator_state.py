@@ -17,7 +17,7 @@ for an estimator inside a saved pipeline, whose file serves the whole pipeline, 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -35,7 +35,6 @@ from skl_ortgrad.estimators.state_codec import (
 )
 from skl_ortgrad.graph.cut import select_model_output
 from skl_ortgrad.graph.external import check_external_data
-from skl_ortgrad.training.trainer import Trainer
 
 ESTIMATORS: dict[str, type[BaseOnnxEstimator]] = {
     cls.__name__: cls for cls in (
@@ -49,6 +48,9 @@ _REBUILT = {"_template_", "optimizer_"}
 # Optimizer state left out: the graph (the template's) and the version (the document's).
 _NOT_STORED = {"model_onnx", "_skl_ortgrad_version"}
 _TEMPLATE_FIELDS = {"score", "weights", "outputs", "penalized"}
+
+if TYPE_CHECKING:
+    from skl_ortgrad.training.trainer import Trainer
 
 
 def is_estimator(value: Any) -> bool:
@@ -153,6 +155,9 @@ def decode_estimator(entry: Any, decoder: StateDecoder,
     state = decoder.decode(entry["optimizer"], "optimizer")
     check_attribute_names(state, "optimizer", forbidden=_NOT_STORED)
     state["model_onnx"] = select_model_output(template.model, template.score)
+    # Imported here: the trainer loads onnxruntime, which ``import skl_ortgrad`` does not.
+    from skl_ortgrad.training.trainer import Trainer
+
     optimizer = Trainer.__new__(Trainer)
     optimizer.__setstate__(state)
     _check_training_state(optimizer, template, dtype)

@@ -24,7 +24,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import onnx
-from skl2onnx import to_onnx
 from sklearn.base import ClassifierMixin, RegressorMixin, clone, is_classifier
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.linear_model import LogisticRegression, SGDClassifier
@@ -224,6 +223,9 @@ class _BaseOnnxGradient(BaseOnnxEstimator):
         if is_classifier(self.estimator_):
             _, _, final = _split(self.estimator_)
             options = {id(final): {"zipmap": False}}
+        # Imported here: ``import skl_ortgrad`` does not load skl2onnx.
+        from skl2onnx import to_onnx
+
         return to_onnx(self.estimator_, np.zeros((1, self.n_features_in_), dtype=self._dtype()),
                        target_opset=TARGET_OPSET, options=options)
 

@@ -47,7 +47,6 @@ from skl_ortgrad.optim.penalties import (
 )
 from skl_ortgrad.optim.scaled import ScaledLearningRate
 from skl_ortgrad.runtime.random_state import check_random_state
-from skl_ortgrad.training.lbfgs import fit_lbfgs
 
 
 def _reshape_output(onx: Any, n_outputs: int) -> None:
@@ -184,6 +183,9 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
         if self.solver != "lbfgs":
             super()._solve(data, X_val, y_val, scorer)
             return
+        # Imported here: it loads onnxruntime, which ``import skl_ortgrad`` does not.
+        from skl_ortgrad.training.lbfgs import fit_lbfgs
+
         fit_lbfgs(self.optimizer_, data, int(self.max_iter), int(self.max_fun),
                   0.0 if self.tol is None else float(self.tol))
 
@@ -374,7 +376,8 @@ class OnnxMLPRegressor(RegressorMixin, _BaseOnnxMLP):
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted values, shape (n_samples,) or (n_samples, n_outputs)."""
-        out = self._run(X)[self._template_.outputs[0]].astype(self._data_dtype())
+        output = self._fitted_template().outputs[0]
+        out = self._in_data_dtype(self._run(X, output)[output])
         return out.ravel() if self.n_outputs_ == 1 else out
 
 
@@ -498,7 +501,8 @@ class OnnxMLPClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxMLP):
         """Predicted class labels; for multilabel targets the indicator matrix of the
         labels whose probability is above 0.5 (a positive score), as scikit-learn."""
         if self._multilabel():
-            return self._run(X)[self._template_.outputs[0]]
+            output = self._fitted_template().outputs[0]
+            return self._run(X, output)[output]
         return super().predict(X)
 
     @available_if(_BaseOnnxMLP._is_stochastic)

@@ -35,13 +35,6 @@ from typing import Any
 import numpy as np
 import onnx
 import sklearn
-from skl2onnx import to_onnx
-from skl2onnx.common.data_types import (
-    DoubleTensorType,
-    FloatTensorType,
-    Int64TensorType,
-    StringTensorType,
-)
 from sklearn.base import is_classifier
 from sklearn.compose import ColumnTransformer
 from sklearn.exceptions import InconsistentVersionWarning
@@ -50,7 +43,6 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, OneHotEncoder
 from sklearn.utils.validation import check_is_fitted
 
-from skl_ortgrad.estimators import converters  # noqa: F401 (registers the converters)
 from skl_ortgrad.estimators.base import BaseOnnxEstimator
 from skl_ortgrad.estimators.estimator_state import (
     ESTIMATORS,
@@ -178,6 +170,15 @@ def _column_names(columns: Any, names: np.ndarray) -> list[str]:
 
 def _input_types(pipeline: Pipeline, dtype: np.dtype) -> list[tuple[str, Any]]:
     """skl2onnx's ``initial_types`` for the data ``pipeline`` was fitted on."""
+    # skl2onnx is imported when a pipeline is saved, not with skl_ortgrad (its import
+    # registers skl_ortgrad's converters, skl_ortgrad._import_hooks).
+    from skl2onnx.common.data_types import (
+        DoubleTensorType,
+        FloatTensorType,
+        Int64TensorType,
+        StringTensorType,
+    )
+
     float_type = DoubleTensorType if dtype == np.float64 else FloatTensorType
     first = next((step for _, step in pipeline.steps if step not in _NO_STEP), None)
     names = getattr(first, "feature_names_in_", None)
@@ -211,6 +212,8 @@ def served_model(pipeline: Pipeline) -> onnx.ModelProto:
     ValueError
         If skl2onnx cannot convert it.
     """
+    from skl2onnx import to_onnx
+
     final = pipeline.steps[-1][1]
     dtype = final.optimizer_.model_dtype()
     options = {id(final): {"zipmap": False}} if is_classifier(final) else None

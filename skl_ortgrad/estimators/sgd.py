@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Hashable
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -34,6 +35,7 @@ from skl_ortgrad.estimators.sgd_parameters import (
     sgd_loss,
     sgd_penalty,
 )
+from skl_ortgrad.graph.linear import linear_score_model
 from skl_ortgrad.optim import BaseLearningRate
 from skl_ortgrad.optim.losses import BaseLearningLoss
 from skl_ortgrad.optim.penalties import BaseLearningPenalty
@@ -106,6 +108,102 @@ def _stable_one_vs_rest(onx: Any, score: str) -> Any:
     for init in unused:
         graph.initializer.remove(init)
     return onx
+
+
+def _regressor_graph(n_features: int, dtype: np.dtype) -> Any:
+    """``OnnxSGDRegressor``'s full graph: skl2onnx's ``LinearRegression``, zero weights."""
+    model = LinearRegression()
+    model.coef_ = np.zeros(n_features)
+    model.intercept_ = np.zeros(1)
+    model.n_features_in_ = n_features
+    onx = _convert(model, n_features, dtype, "LinearRegressor")
+    _check_score(onx.graph.output[0].name, "variable")
+    return onx
+
+
+def _classifier_graph(classes: np.ndarray, n_features: int, dtype: np.dtype, softmax: bool,
+                      counterpart_loss: str, score: str) -> Any:
+    """``OnnxSGDClassifier``'s full graph, zero weights: skl2onnx's ``LogisticRegression``
+    for softmax losses (softmax probabilities), its ``SGDClassifier`` for the others
+    (sigmoid or normalized one-vs-rest sigmoids, or modified Huber's clipped scores)."""
+    n_scores = 1 if len(classes) == 2 else len(classes)
+    model = LogisticRegression() if softmax else SGDClassifier(loss=counterpart_loss)
+    model.coef_ = np.zeros((n_scores, n_features))
+    # A sentinel, zeroed after conversion: skl2onnx merges initializers holding equal
+    # values, so with one feature a zero coef and a zero intercept would become one
+    # tensor (and a 1 would merge with the graph's own constant 1).
+    model.intercept_ = np.full(n_scores, _SENTINEL)
+    model.classes_ = classes
+    model.n_features_in_ = n_features
+    onx = _convert(model, n_features, dtype, "LinearClassifier")
+    _zero_initializer(onx, "intercept")
+    _check_score(_score_of(onx), score)
+    if len(classes) > 2 and not softmax:
+        _stable_one_vs_rest(onx, score)
+    return onx
+
+
+def _check_score(found: str, score: str) -> None:
+    """skl2onnx names the score as the hand-built score graph does (``score``), or a
+    RuntimeError says so (another skl2onnx version)."""
+    if found != score:
+        raise RuntimeError(
+            f"skl2onnx names the linear score {found!r}, not {score!r}: this skl2onnx "
+            "version is not the one skl_ortgrad's hand-built score graphs follow.")
+
+
+_PROJECT_PARAMETERS_DOC = """
+    batch_size : int or 'auto', default='auto'
+        Rows per mini-batch ('auto': min(32, n_samples)); scikit-learn's SGD takes one
+        sample at a time, which ``batch_size=1`` reproduces step for step. A batch of
+        :math:`b` rows takes a step of :math:`b \\eta_t` along its mean gradient, so an
+        epoch learns about as much whatever the batch size (see
+        :mod:`skl_ortgrad.estimators.sgd_parameters`).
+    device : str, default='cpu'
+        'cpu', 'cuda' or 'cuda:<index>'.
+    n_threads : int, default=1
+        onnxruntime intra-op threads.
+    dtype : np.float32 or np.float64, default=np.float32
+        Float type of the graph: the weights, the training and the exported model.
+    backend : {'auto', 'onnxruntime-training', 'onnx'}, default='auto'
+        Which gradient backend builds the training graph: onnxruntime-training's
+        graph builder, or skl_ortgrad's own differentiator in standard ONNX, which runs
+        on any onnxruntime (Python 3.13+, onnxruntime-gpu). 'auto' takes
+        onnxruntime-training where it is installed, else 'onnx'. Both give the same
+        gradients; the trained model is the same ONNX graph either way.
+"""
+
+_SGD_PARAMETERS_DOC = """
+    penalty : {'l2', 'l1', 'elasticnet'}, None or BaseLearningPenalty, default='l2'
+        :math:`\\alpha R(w)` as scikit-learn's; an object (e.g.
+        ``ElasticLearningPenalty(l1=..., l2=...)``) is used as given, and then ``alpha``
+        (except for the 'optimal' schedule) and ``l1_ratio`` are ignored.
+    alpha : float, default=0.0001
+        Strength of the penalty; also sets the 'optimal' schedule.
+    l1_ratio : float, default=0.15
+        Share of L1 in 'elasticnet'.
+    fit_intercept : bool, default=True
+        Train the intercept (else it stays at 0, or at ``intercept_init``).
+    max_iter, tol, shuffle, verbose, epsilon, random_state, eta0, power_t, early_stopping,
+    validation_fraction, n_iter_no_change, warm_start :
+        As in scikit-learn. ``verbose=1`` shows a progress bar over the epochs of ``fit``
+        in a terminal or a notebook, one plain line per epoch elsewhere, then a summary
+        line; ``partial_fit`` writes one line per call; 2 adds every batch's loss and
+        rate. These lines are also logged at INFO on the ``skl_ortgrad`` logger.
+    learning_rate : {'optimal', 'invscaling', 'constant', 'adaptive'} or BaseLearningRate
+        scikit-learn's schedules (``eta0``, ``power_t``, ``alpha``), rescaled per batch;
+        'pa1' and 'pa2' (passive-aggressive) are refused at ``fit``: their per-sample
+        step cannot be reproduced by mini-batches. An object (``LearningRateSGD(...)``,
+        ``LearningRateSGDNesterov(...)``, ``LearningRateAdam(...)``) is used as given:
+        its rate applies to the batch's mean gradient, and ``eta0``, ``power_t`` are
+        ignored. Nested parameters (``learning_rate__eta0``) reach inside it.
+    average : bool or int, default=False
+        Averaged SGD as scikit-learn's: ``coef_``, ``intercept_``, predictions and the
+        exported graph use the average of the weights after every update, counted per
+        sample from the ``average``-th sample on (True: from the first), once reached.
+        With ``batch_size=1`` it is scikit-learn's average exactly; a batch's weights
+        count once per row.
+""" + _PROJECT_PARAMETERS_DOC
 
 
 class _BaseOnnxSGD(BaseOnnxEstimator):
@@ -285,13 +383,11 @@ class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
         return numeric_targets(y)
 
     def _template(self, n_features: int, dtype: np.dtype) -> Template:
-        model = LinearRegression()
-        model.coef_ = np.zeros(n_features)
-        model.intercept_ = np.zeros(1)
-        model.n_features_in_ = n_features
-        onx = _convert(model, n_features, dtype, "LinearRegressor")
-        output = onx.graph.output[0].name
-        return Template(onx, output, self._template_weights(), [output])
+        # The score is the prediction: the hand-built graph serves predict as well.
+        return Template(partial(_regressor_graph, n_features, np.dtype(dtype)), "variable",
+                        self._template_weights(), ["variable"],
+                        score_model=linear_score_model(n_features, 1, dtype, "variable",
+                                                       intercept_dims=[1], reshape=True))
 
     def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
         self.coef_ = weights["coef"].ravel().astype(self._data_dtype())
@@ -299,7 +395,8 @@ class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted values, shape (n_samples,)."""
-        return self._run(X)[self._template_.score].ravel().astype(self._data_dtype())
+        score = self._fitted_template().score
+        return self._in_data_dtype(self._run(X, score)[score].ravel())
 
 
 OnnxSGDRegressor.__doc__ = class_docstring(
@@ -462,23 +559,15 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
         n_classes = len(self.classes_)
         n_scores = 1 if n_classes == 2 else n_classes
         softmax = n_classes > 2 and self._softmax_loss()
-        # Softmax losses serve LogisticRegression's graph (softmax probabilities); the
-        # others serve SGDClassifier's (sigmoid or normalized one-vs-rest sigmoids, or
-        # modified Huber's clipped scores).
-        model = LogisticRegression() if softmax else SGDClassifier(loss=self._counterpart_loss())
-        model.coef_ = np.zeros((n_scores, n_features))
-        # A sentinel, zeroed after conversion: skl2onnx merges initializers holding equal
-        # values, so with one feature a zero coef and a zero intercept would become one
-        # tensor (and a 1 would merge with the graph's own constant 1).
-        model.intercept_ = np.full(n_scores, _SENTINEL)
-        model.classes_ = onnx_classes(self.classes_)
-        model.n_features_in_ = n_features
-        onx = _convert(model, n_features, dtype, "LinearClassifier")
-        _zero_initializer(onx, "intercept")
-        score = _score_of(onx)
-        if n_classes > 2 and not softmax:
-            _stable_one_vs_rest(onx, score)
-        return Template(onx, score, self._template_weights(), ["label", "probabilities"])
+        score = "raw_scores" if softmax else "score"
+        # Training and decision_function run the hand-built score; skl2onnx converts the
+        # whole graph (labels, probabilities) when predict_proba or an export needs it.
+        build = partial(_classifier_graph, onnx_classes(self.classes_), n_features,
+                        np.dtype(dtype), softmax, self._counterpart_loss(), score)
+        return Template(build, score, self._template_weights(), ["label", "probabilities"],
+                        score_model=linear_score_model(
+                            n_features, n_scores, dtype, score,
+                            intercept_dims=[1, n_scores] if softmax else [n_scores]))
 
     def _softmax_loss(self) -> bool:
         """Whether the loss trains a softmax over the scores."""

@@ -1,11 +1,16 @@
-"""Recognising a linear score :math:`s = XW + b` in a graph, by its structure."""
+"""A linear score :math:`s = XW + b` in a graph: recognising it by its structure, and
+building it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-from onnx import ModelProto, numpy_helper
+from onnx import ModelProto, helper, numpy_helper
+
+from skl_ortgrad.graph.dtypes import onnx_dtype
+from skl_ortgrad.graph.model import make_model
 
 
 def linear_features(model: ModelProto, weights: Sequence[str],
@@ -54,3 +59,38 @@ def linear_features(model: ModelProto, weights: Sequence[str],
             or (single_output and outputs != 1) or (reshape is not None and outputs != 1)):
         return None
     return features
+
+
+def linear_score_model(n_features: int, n_scores: int, dtype: Any, score: str = "score",
+                       intercept_dims: Sequence[int] | None = None,
+                       reshape: bool = False) -> ModelProto:
+    r"""The graph of :math:`s = XW + b` with zero weights, as skl2onnx converts a linear
+    model with ``black_op`` and :func:`linear_features` recognises it.
+
+    ``MatMul(X, coef)`` then ``Add`` of ``intercept``, with ``reshape`` a ``Reshape`` to
+    ``[-1, 1]`` (skl2onnx's regressor); ``X`` of shape ``[None, n_features]``, ``coef``
+    of ``[n_features, n_scores]``, ``intercept`` of ``intercept_dims`` (default
+    ``[n_scores]``), the output ``score`` of ``[None, n_scores]``, all of ``dtype``.
+    Built by hand in microseconds, where skl2onnx's import and first conversion take
+    0.4 s: what a fit trains and ``decision_function`` runs.
+    """
+    elem = onnx_dtype(dtype)
+    dims = [n_scores] if intercept_dims is None else list(intercept_dims)
+    added = "resh" if reshape else score
+    nodes = [helper.make_node("MatMul", ["X", "coef"], ["matmul_result"], name="MatMul"),
+             helper.make_node("Add", ["matmul_result", "intercept"], [added], name="Add")]
+    initializers = [
+        numpy_helper.from_array(np.zeros((n_features, n_scores), dtype=dtype), "coef"),
+        numpy_helper.from_array(np.zeros(dims, dtype=dtype), "intercept"),
+    ]
+    if reshape:
+        nodes.append(helper.make_node("Reshape", [added, "shape_tensor"], [score],
+                                      name="Reshape"))
+        initializers.append(numpy_helper.from_array(np.array([-1, 1], dtype=np.int64),
+                                                    "shape_tensor"))
+    graph = helper.make_graph(
+        nodes, "linear_score",
+        [helper.make_tensor_value_info("X", elem, [None, n_features])],
+        [helper.make_tensor_value_info(score, elem, [None, n_scores])],
+        initializers)
+    return make_model(graph)

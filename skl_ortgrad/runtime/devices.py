@@ -1,10 +1,16 @@
-"""Devices, execution providers and log levels of the onnxruntime sessions."""
+"""Devices, execution providers and log levels of the onnxruntime sessions.
+
+onnxruntime is imported by the functions that need it: ``import skl_ortgrad`` does not
+load it (:mod:`skl_ortgrad._import_hooks`).
+"""
 
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-from onnxruntime.capi._pybind_state import OrtDevice, get_available_providers
+if TYPE_CHECKING:
+    from onnxruntime.capi._pybind_state import OrtDevice
 
 _PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 
@@ -52,6 +58,13 @@ def device_providers(device: str) -> list[str]:
     return [provider] if kind == "cpu" else [provider, _PROVIDERS["cpu"]]
 
 
+def get_available_providers() -> list[str]:
+    """The execution providers of the installed onnxruntime."""
+    from onnxruntime.capi._pybind_state import get_available_providers as available
+
+    return available()
+
+
 def log_severity(enable_logging: bool = False, verbose: int = 0) -> int:
     """onnxruntime's log severity for our sessions.
 
@@ -65,6 +78,8 @@ def log_severity(enable_logging: bool = False, verbose: int = 0) -> int:
 
 def ort_device(device: str) -> OrtDevice:
     """The ``OrtDevice`` for ``'cpu'``, ``'cuda'`` or ``'cuda:<index>'``."""
+    from onnxruntime.capi._pybind_state import OrtDevice
+
     kind, index = parse_device(device)
     kind_id = OrtDevice.cpu() if kind == "cpu" else OrtDevice.cuda()
     return OrtDevice(kind_id, OrtDevice.default_memory(), index)

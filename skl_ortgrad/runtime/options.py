@@ -1,13 +1,22 @@
-"""Session options of the package's onnxruntime sessions."""
+"""Session options of the package's onnxruntime sessions.
+
+onnxruntime is imported by the functions that need it: ``import skl_ortgrad`` does not
+load it (:mod:`skl_ortgrad._import_hooks`).
+"""
 
 from __future__ import annotations
 
-from onnxruntime import GraphOptimizationLevel, SessionOptions
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnxruntime import SessionOptions
 
 
 def session_options(n_threads: int = 1, log_severity_level: int = 3) -> SessionOptions:
     """Options of a training or inference session: ``n_threads`` intra-op threads (one
     is fastest on small graphs), one inter-op thread, and a log level."""
+    from onnxruntime import SessionOptions
+
     options = SessionOptions()
     options.intra_op_num_threads = int(n_threads)
     options.inter_op_num_threads = 1
@@ -44,6 +53,8 @@ def unoptimized_session_options(options: SessionOptions | None = None) -> Sessio
     copied one by one (session config entries and custom op libraries are not readable
     and are lost); the caller's object is left untouched.
     """
+    from onnxruntime import GraphOptimizationLevel, SessionOptions
+
     result = SessionOptions()
     if options is not None:
         for name in _SESSION_PROPERTIES:

@@ -18,10 +18,12 @@ lock; a session it forgets stays alive as long as someone holds it.
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
-from onnxruntime import InferenceSession, SessionOptions
+
+if TYPE_CHECKING:
+    from onnxruntime import InferenceSession, SessionOptions
 
 from skl_ortgrad._cache import BoundedCache, Unfreezable, digest, freeze
 from skl_ortgrad.runtime.options import options_key
@@ -55,6 +57,8 @@ def cached_session(
     provider_options : list of dict, optional
         Their options.
     """
+    from onnxruntime import InferenceSession
+
     content = model if isinstance(model, bytes) else model.SerializeToString()
 
     def build() -> InferenceSession:

@@ -16,15 +16,18 @@ import os
 PARALLEL_WORK = 2.5e7
 
 
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the system tells)."""
+def usable_cores() -> int:
+    """Cores this process may run on, at most ``OMP_NUM_THREADS`` when it is set (joblib
+    sets it in its workers to share the cores among them)."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+    limit = os.environ.get("OMP_NUM_THREADS", "")
+    return max(1, min(cores, int(limit))) if limit.isdigit() and int(limit) > 0 else cores
 
 
 def training_threads(multiply_adds: float) -> int:
     """Intra-op threads for a training step of ``multiply_adds``: 1 below
-    :data:`PARALLEL_WORK`, else every available core."""
-    return available_cores() if multiply_adds >= PARALLEL_WORK else 1
+    :data:`PARALLEL_WORK`, else every usable core."""
+    return usable_cores() if multiply_adds >= PARALLEL_WORK else 1

@@ -203,10 +203,10 @@ def test_values_in_range_whose_float32_row_sums_overflow_pass():
 
 
 def test_a_wider_graph_dtype_sums_x_itself(monkeypatch):
-    """float32 input to a float64 model: X's own row sums decide (the cast holds every
-    value of X), and the cast is the graph input."""
+    """float32 input to a float64 model: X's own sums decide, block by block (the cast
+    holds every value of X), and the cast is the graph input."""
     summed = []
-    monkeypatch.setattr(finite_input, "_row_sums_finite",
+    monkeypatch.setattr(finite_input, "_block_finite",
                         lambda X: summed.append(X.dtype) or True)
     (got, _), cast = validate_finite_data(SGDRegressor(), X, Y, graph_dtype=np.float64,
                                           dtype=[np.float32, np.float64])

@@ -172,7 +172,7 @@ def test_sparse_predict_densifies_a_bounded_number_of_values(monkeypatch):
     import scipy.sparse as sp
 
     from skl_ortgrad import OnnxMLPClassifier
-    from skl_ortgrad.estimators import base
+    from skl_ortgrad.estimators import inference
 
     rng = np.random.default_rng(0)
     X = sp.random(50, 20_000, density=0.001, format="csr", random_state=0)
@@ -192,9 +192,9 @@ def test_sparse_predict_densifies_a_bounded_number_of_values(monkeypatch):
             rows_fed.append(feeds[features].shape[0])
             return session.run(names, feeds)
 
-    monkeypatch.setattr(type(model), "_session", lambda self: Recording())
+    monkeypatch.setattr(type(model), "_session", lambda self, *args: Recording())
     for limit, rows in ((8 * 20_000, 8), (3, 1)):
-        monkeypatch.setattr(base, "_SPARSE_CHUNK_VALUES", limit)
+        monkeypatch.setattr(inference, "_SPARSE_CHUNK_VALUES", limit)
         rows_fed.clear()
         np.testing.assert_allclose(model.predict_proba(X), expected, rtol=1e-6)
         assert rows_fed == [rows] * (50 // rows) + [50 % rows] * (50 % rows > 0)
