@@ -333,7 +333,7 @@ class Trainer(HoldsTrainingState):
         """Start a call: :meth:`resolve`, then start from the model's initializers for a
         ``fit`` that is not warm-started, or when nothing was trained yet."""
         self.resolve()
-        if not (fit and self.warm_start) and (fit or "state_" not in self.__dict__):
+        if "state_" not in self.__dict__ or (fit and not self.warm_start):
             self._reset()
 
     def model_dtype(self) -> np.dtype:

@@ -189,6 +189,19 @@ def test_warm_start_and_partial_fit_continue(linear_onnx, regression_data):
     assert opt.t_ == 1 + 2 * 200 and len(opt.train_losses_) == 2
 
 
+def test_warm_start_before_any_fit_starts_from_the_model(linear_onnx, regression_data):
+    # warm_start only matters once something was trained: a first fit starts from the
+    # model's initializers, as a cold fit does (onnxcustom's test_gradient_mlp relies on it).
+    X, y = regression_data
+    warm = OrtGradientForwardBackwardOptimizer(linear_onnx, max_iter=2, batch_size=50,
+                                               random_state=0, warm_start=True).fit(X, y)
+    cold = OrtGradientForwardBackwardOptimizer(linear_onnx, max_iter=2, batch_size=50,
+                                               random_state=0).fit(X, y)
+    assert warm.t_ == cold.t_ == 1 + 2 * 200 and len(warm.train_losses_) == 2
+    for got, expected in zip(warm.weights_, cold.weights_, strict=True):
+        np.testing.assert_array_equal(got, expected)
+
+
 def test_checkpoint_round_trip(linear_onnx, regression_data):
     X, y = regression_data
     opt = OrtGradientForwardBackwardOptimizer(linear_onnx, max_iter=1, random_state=0)
