@@ -1,4 +1,5 @@
-"""scikit-learn compatible estimators trained by onnxruntime-training.
+"""scikit-learn compatible estimators whose weights onnxruntime trains on ONNX graphs (with
+onnxruntime-training's gradient builder or skl_ortgrad's own standard-ONNX reverse mode).
 
 onnxruntime and skl2onnx are loaded by the first fit, predict or conversion, not by this
 import (:mod:`skl_ortgrad._import_hooks`).
