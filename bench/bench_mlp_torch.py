@@ -10,7 +10,8 @@ float32, the class the argmax of a random teacher network's scores,
 Gaussian ``A``, ``B``, ``ε``.
 
 Ours is ``partial_fit`` (one epoch) of a built ``OnnxMLPClassifier`` at its defaults
-(``n_threads=1``: one onnxruntime intra-op thread), and with ``n_threads`` set to torch's
+(``n_threads='auto'``: one onnxruntime intra-op thread for a small step, every core for a
+large one; the table says which), with one thread, and with ``n_threads`` set to torch's
 default. The PyTorch loop (``bench_mlp.TorchMLP``) is what a PyTorch user writes for
 data held in memory: no DataLoader, one ``randperm`` per epoch, tensor slices as batches,
 ``model.train()``, ``zero_grad(set_to_none=True)``, ``backward``, ``step`` (anomaly
@@ -64,7 +65,7 @@ def make_data(n_features: int, seed: int = 0) -> tuple[np.ndarray, ...]:
     return X[:N_TRAIN], y[:N_TRAIN], X[N_TRAIN:], y[N_TRAIN:]
 
 
-def _ours(layers: tuple[int, ...], n_threads: int) -> OnnxMLPClassifier:
+def _ours(layers: tuple[int, ...], n_threads: int | str) -> OnnxMLPClassifier:
     return OnnxMLPClassifier(hidden_layer_sizes=layers[1:-1], alpha=ALPHA, max_iter=1,
                              n_threads=n_threads, random_state=0)
 
@@ -79,11 +80,15 @@ def network_table(layers: tuple[int, ...], n_rounds: int) -> Table:
     default = torch_default_threads()
     # (ours' n_threads, torch's threads) of every setting: each library's default, then
     # one thread each, then both at torch's default when that is not 1.
-    settings = {f"defaults (ours n_threads=1, torch {default} threads)": (1, default),
-                "one thread each": (1, 1)}
+    auto = _ours(layers, "auto").fit(X, y)
+    resolved = auto.optimizer_.n_threads
+    settings = {f"defaults (ours n_threads='auto' = {resolved}, torch {default} threads)":
+                ("auto", default), "one thread each": (1, 1)}
     if default != 1:
         settings[f"{default} threads each"] = (default, default)
-    ours = {n: _ours(layers, n).fit(X, y) for n in sorted({o for o, _ in settings.values()})}
+    ours = {n: _ours(layers, n).fit(X, y) for n in {o for o, _ in settings.values()}
+            if n != "auto"}
+    ours["auto"] = auto
     torch_loops = {n: TorchMLP("adam", threads=n, layers=layers)
                    for n in sorted({t for _, t in settings.values()})}
     candidates: dict[str, Any] = {}
