@@ -212,9 +212,17 @@ class _BaseOnnxGradient(BaseOnnxEstimator):
         outputs = [out.name for out in onx.graph.output]
         return Template(onx, score, weights, outputs, penalized=weights[0::2])
 
-    def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
-        _, _, final = _split(self.estimator_)
+    def _fitted_attributes(self, weights: dict[str, np.ndarray]) -> dict[str, Any]:
+        # Shallow copies with the new weights, not the fitted model changed in place:
+        # publishing them is one assignment, and a failed call leaves the old one.
+        frozen, name, final = _split(self.estimator_)
+        final = copy.copy(final)
         _set_weights(final, list(weights.values()))
+        if not isinstance(self.estimator_, Pipeline):
+            return {"estimator_": final}
+        pipeline = copy.copy(self.estimator_)
+        pipeline.steps = [*frozen, (name, final)]
+        return {"estimator_": pipeline}
 
     def to_onnx(self) -> onnx.ModelProto:
         """The whole updated model (frozen steps and trained final step) as ONNX."""

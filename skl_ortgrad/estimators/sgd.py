@@ -389,9 +389,9 @@ class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
                         score_model=linear_score_model(n_features, 1, dtype, "variable",
                                                        intercept_dims=[1], reshape=True))
 
-    def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
-        self.coef_ = weights["coef"].ravel().astype(self._data_dtype())
-        self.intercept_ = self._intercept(weights).ravel().astype(self._data_dtype())
+    def _fitted_attributes(self, weights: dict[str, np.ndarray]) -> dict[str, Any]:
+        return {"coef_": weights["coef"].ravel().astype(self._data_dtype()),
+                "intercept_": self._intercept(weights).ravel().astype(self._data_dtype())}
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted values, shape (n_samples,)."""
@@ -593,9 +593,9 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
         """Logarithm of :meth:`predict_proba`."""
         return super().predict_log_proba(X)
 
-    def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
-        self.coef_ = weights["coef"].T.astype(self._data_dtype())
-        self.intercept_ = self._intercept(weights).ravel().astype(self._data_dtype())
+    def _fitted_attributes(self, weights: dict[str, np.ndarray]) -> dict[str, Any]:
+        return {"coef_": weights["coef"].T.astype(self._data_dtype()),
+                "intercept_": self._intercept(weights).ravel().astype(self._data_dtype())}
 
 
 OnnxSGDClassifier.__doc__ = class_docstring(
