@@ -32,12 +32,14 @@ from skl_ortgrad.estimators.dtype_range import check_dtype_range
 from skl_ortgrad.estimators.finite_input import validate_finite_data
 from skl_ortgrad.estimators.inference import InferenceMixin
 from skl_ortgrad.estimators.sgd_parameters import AUTO_BATCH, auto_batch_size
+from skl_ortgrad.estimators.stalled import check_weights_moved
 from skl_ortgrad.exceptions import ConvergenceError
 from skl_ortgrad.gradient.backend import BACKEND_NAMES, resolve_backend
 from skl_ortgrad.graph.cut import select_model_output
 from skl_ortgrad.runtime.devices import device_providers, parse_device
 from skl_ortgrad.runtime.random_state import check_random_state
 from skl_ortgrad.runtime.threads import training_threads
+from skl_ortgrad.training.divergence import KEPT
 from skl_ortgrad.training.interrupt import DeferredInterrupt
 from skl_ortgrad.training.snapshot import OptimizerSnapshot
 
@@ -71,6 +73,16 @@ def numeric_targets(y: Any) -> np.ndarray:
     if y.dtype.kind not in "iufb":
         raise ValueError(f"y must be numeric for a regressor, got dtype {y.dtype}.")
     return y.astype(np.float64).reshape((y.shape[0], -1))
+
+
+def _rolled_back(message: str) -> str:
+    """The trainer's divergence ``message`` as an estimator says it: it keeps nothing
+    (a message of the estimator's own says so already)."""
+    if not message.endswith(KEPT):
+        return message
+    return message.removesuffix(KEPT) + (
+        "The estimator is as it was before the call; the last finite weights are the "
+        "error's last_finite_weights; use a smaller learning rate.")
 
 
 class Template:
@@ -387,11 +399,10 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
         Everything is validated before anything changes, and every piece of state the
         call may change (``classes_``, feature names, the optimizer and its weights,
         ``t_``, losses, shuffling generator, fitted attributes) is either committed at
-        the end, all at once (:meth:`_sync`), or put back as it was before the call. Two
-        failures keep progress, as documented: Ctrl-C keeps the completed batches, and
-        divergence keeps the last epoch that ended finite when the call completed one
-        (or when the estimator was not fitted before, which leaves it at its initial
-        weights).
+        the end, all at once (:meth:`_sync`), or put back as it was before the call,
+        divergence included (the :class:`~skl_ortgrad.ConvergenceError` carries the last
+        finite weights). Only Ctrl-C keeps progress, as documented: the completed
+        batches.
         """
         # Ctrl-C is held over the whole call (training included: the trainer's blocks
         # nest in this one) and delivered at a safe point: a batch boundary (the completed
@@ -419,6 +430,8 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
                     optimizer.partial_fit_data(data)
                 else:
                     self._solve(data, X_val, y_val, scorer)
+                check_weights_moved(optimizer, start,
+                                    None if restart else snapshot.weights, X)
             except KeyboardInterrupt:
                 if start is None or "state_" not in vars(optimizer) or optimizer.t_ == start:
                     # Nothing trained: the estimator of before the call.
@@ -427,13 +440,14 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
                     # The batches completed stay: publish them before re-raising.
                     self._sync(partial, before)
                 raise
-            except ConvergenceError:
-                if snapshot is not None and not optimizer.__dict__.get("epochs_completed_", 0):
-                    # Nothing of this call ended finite: the model of before the call.
-                    self._rollback(saved, snapshot)
-                else:
-                    self._sync(partial, before)
-                raise
+            except ConvergenceError as error:
+                # One transaction, divergence included: the model of before the call; what
+                # the call reached goes with the error.
+                reached = dict(zip(optimizer.weights_to_train_,
+                                   [np.array(w) for w in optimizer.served_weights()],
+                                   strict=True))
+                self._rollback(saved, snapshot)
+                raise ConvergenceError(_rolled_back(str(error)), reached) from None
             except BaseException:
                 self._rollback(saved, snapshot)
                 raise
