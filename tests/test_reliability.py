@@ -735,7 +735,8 @@ def test_refit_on_huge_finite_X_whose_steps_round_away_is_refused():
     before = _everything(model)
     with pytest.raises(ConvergenceError, match=(
             r"Training did not change the weights: every step rounded away in float32 "
-            r"\(learning rate eta=\d.*e-6\d, values of X up to .*e\+30\), the loss staying "
+            r"\(learning rate eta=\d.*e-6\d, which is 0 in float32, for values of X up to "
+            r".*e\+30\), the loss staying "
             r".*The estimator is as it was before the call; scale X")):
         model.fit(X * 1e30, Y_REG)
     _assert_everything_kept(model, before)

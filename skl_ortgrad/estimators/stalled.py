@@ -20,7 +20,8 @@ from skl_ortgrad.exceptions import ConvergenceError
 def check_weights_moved(optimizer: Any, start: int, before: list[np.ndarray] | None,
                         X: Any) -> None:
     """Refuse a call of ``optimizer`` whose batches all left the weights as they were
-    while the loss is not zero.
+    while the loss is not zero, under a learning rate that rounds to zero in the
+    training dtype.
 
     Parameters
     ----------
@@ -38,10 +39,17 @@ def check_weights_moved(optimizer: Any, start: int, before: list[np.ndarray] | N
     ConvergenceError
         Saying that every step rounded away, with the rate, the data's largest value
         and what to do; a loss of zero (a margin loss satisfied everywhere) has no step
-        to take and is not refused.
+        to take, and a model at its optimum steps below its rounding: neither is
+        refused.
     """
     losses = optimizer.train_losses_
-    if optimizer.t_ == start or not losses or not losses[-1] > 0:
+    dtype = optimizer.model_dtype()
+    eta = optimizer.learning_rate_.eta(optimizer.t_)
+    # A step below the weights' rounding is also what a model at its optimum takes (a
+    # fitted LinearRegression fine-tuned): only a rate that is itself zero in the dtype
+    # says that no data could have moved them.
+    if (optimizer.t_ == start or not losses or not losses[-1] > 0
+            or dtype.type(eta) != 0):
         return
     if before is None:
         initial = {init.name: init for init in optimizer.model_onnx.graph.initializer}
@@ -49,9 +57,8 @@ def check_weights_moved(optimizer: Any, start: int, before: list[np.ndarray] | N
     if not all(np.array_equal(a, b) for a, b in zip(optimizer.weights_, before, strict=True)):
         return
     raise ConvergenceError(
-        f"Training did not change the weights: every step rounded away in "
-        f"{optimizer.model_dtype().name} (learning rate "
-        f"eta={optimizer.learning_rate_.eta(optimizer.t_):.4g}, values of X up to "
-        f"{float(abs(X).max()):.4g}), the loss staying {losses[-1]:.6g}. The estimator is as "
-        "it was before the call; scale X (StandardScaler), or train in float64 "
+        f"Training did not change the weights: every step rounded away in {dtype.name} "
+        f"(learning rate eta={eta:.4g}, which is 0 in {dtype.name}, for values of X up "
+        f"to {float(abs(X).max()):.4g}), the loss staying {losses[-1]:.6g}. The estimator "
+        "is as it was before the call; scale X (StandardScaler), or train in float64 "
         "(dtype=numpy.float64).")
