@@ -22,13 +22,13 @@ from sklearn.base import BaseEstimator, is_classifier
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.model_selection import train_test_split
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from skl_ortgrad._cache import BoundedCache
 from skl_ortgrad._params import MemoizedParamNames, MemoizedParamValidation
 from skl_ortgrad.estimators.curvature import stable_step
-from skl_ortgrad.estimators.dtype_range import check_dtype_range
+from skl_ortgrad.estimators.dtype_range import check_dtype_range, check_weight_underflow
 from skl_ortgrad.estimators.finite_input import validate_finite_data
 from skl_ortgrad.estimators.inference import InferenceMixin
 from skl_ortgrad.estimators.sgd_parameters import AUTO_BATCH, auto_batch_size
@@ -473,11 +473,16 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
                 sample_weight, X, dtype=np.float64, ensure_non_negative=True
             )
             check_dtype_range(sample_weight, dtype, "sample_weight")
-            sample_weight = sample_weight.astype(dtype)
         if not (restart or partial):
             self._check_warm_start_targets(y)
         targets = self._prepare_targets(y, restart, classes)
         sample_weight = self._class_sample_weight(y, sample_weight, partial)
+        if sample_weight is not None:
+            # Checked before the cast, in float64: a weight that rounds to 0 is refused.
+            sample_weight = np.asarray(sample_weight, dtype=np.float64)
+            check_dtype_range(sample_weight, dtype, "sample_weight")
+            check_weight_underflow(sample_weight, dtype, "sample_weight")
+            sample_weight = sample_weight.astype(dtype)
         check_dtype_range(targets[:, 0] if targets.shape[1] == 1 else targets, dtype, "y")
         targets = targets.astype(dtype, copy=False)
         if restart:
@@ -558,6 +563,13 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
         """(X, X_val, targets, targets_val, sample_weight, y_val, sample_weight_val): the
         rows of both parts keep their order (scikit-learn's validation mask), so
         ``shuffle=False`` trains on the rows in the order given."""
+        if not 0 < self.validation_fraction < 1:
+            # scikit-learn's words for its SGD estimators (its MLPs accept 0.0 and fail
+            # in train_test_split).
+            raise InvalidParameterError(
+                f"The 'validation_fraction' parameter of {type(self).__name__} must be a "
+                f"float in the range (0.0, 1.0) when early_stopping=True. Got "
+                f"{self.validation_fraction!r} instead.")
         stratify = y if getattr(self, "_stratify_validation", False) else None
         train, validation = train_test_split(
             np.arange(X.shape[0]), test_size=self.validation_fraction, stratify=stratify,

@@ -175,6 +175,14 @@ class _BaseOnnxGradient(BaseOnnxEstimator):
         """``estimator_``: a copy of the fitted estimator, or a fitted clone of it."""
         try:
             check_is_fitted(self.estimator)
+            expected = getattr(self.estimator, "n_features_in_", None)
+            if expected is not None and expected != X.shape[1]:
+                # scikit-learn's words, and why: a fitted model is fine-tuned, not refit.
+                raise ValueError(
+                    f"X has {X.shape[1]} features, but {type(self.estimator).__name__} is "
+                    f"expecting {expected} features as input: fine-tuning starts from its "
+                    "fitted weights. Pass an unfitted estimator to fit data of another "
+                    "width.")
             self.estimator_ = copy.deepcopy(self.estimator)
         except NotFittedError:
             fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}

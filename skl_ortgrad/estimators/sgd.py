@@ -539,6 +539,12 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
                 "the resulting weights as the class_weight parameter."
             )
         per_class = compute_class_weight(self.class_weight, classes=self.classes_, y=y)
+        bad = ~(np.isfinite(per_class) & (per_class >= 0))
+        if bad.any():
+            label = np.asarray(self.classes_)[bad][0].tolist()
+            raise ValueError(
+                f"class_weight must give every class a finite weight >= 0, got "
+                f"{float(per_class[bad][0])!r} for class {label!r}.")
         weights = per_class[self._class_index(y)]
         return weights if sample_weight is None else weights * sample_weight
 
