@@ -1,8 +1,8 @@
 """A failure in the middle of training loses nothing.
 
 - divergence: a non-finite loss stops training within the batch, with a message naming
-  epoch, batch, learning rate and the last finite losses; the weights of the last finite
-  epoch are kept and the estimator stays usable;
+  epoch, batch, learning rate and the last finite losses; the estimator is as before the
+  call and the error carries the weights of the last finite epoch;
 - interruption: Ctrl-C stops at the end of the batch being computed, any other exception
   leaves consistent weights, and ``n_iter_``/``t_`` tell how far training got;
 - persistence: a pickled ``partial_fit`` stream resumed in another process gives the very
@@ -198,15 +198,17 @@ def reference():
 _DIVERGED = re.compile(
     r"Training diverged at epoch (\d+), batch (\d+): the loss is (nan|inf) with learning rate "
     r"eta=1e\+38\. Last finite loss: ([-+.\deinf]+) \(mean of the previous batch\), "
-    r"([-+.\deinf]+) \(mean of the last complete epoch\)\. The weights of the last epoch "
-    r"that ended with a finite loss were kept; use a smaller learning rate\."
+    r"([-+.\deinf]+) \(mean of the last complete epoch\)\. The estimator is as it was "
+    r"before the call; the last finite weights are the error's last_finite_weights; use a "
+    r"smaller learning rate\."
 )
 
 
 @pytest.mark.parametrize("estimator", ESTIMATORS)
 def test_divergence_stops_within_the_batch(monkeypatch, estimator):
     """From the third batch of epoch 3 on, the rate explodes: the loss becomes
-    non-finite a batch or two later; training stops there, keeps the weights of epoch 2."""
+    non-finite a batch or two later; training stops there. The first fit fails as a
+    whole: the estimator stays unfitted, the error carries the weights of epoch 2."""
     start = 1 + 2 * len(Y) + 2 * BATCH  # t_ at the third batch of the third epoch
     schedule = LearningRateSGD.schedule
     monkeypatch.setattr(
@@ -224,23 +226,23 @@ def test_divergence_stops_within_the_batch(monkeypatch, estimator):
     # Stopped at once: no forward after the one that gave the non-finite loss.
     assert len(forward) == 2 * BATCHES_PER_EPOCH + batch + 1
     assert np.isfinite(float(match[4])) and np.isfinite(float(match[5]))
-    assert float(match[5]) == pytest.approx(model.loss_curve_[-1], rel=1e-6)
+    assert sorted(vars(model)) == sorted(vars(_model(estimator, max_iter=10, penalty=None)))
 
-    # The weights, t_ and n_iter_ of the end of epoch 2, on the same (per-batch) path:
-    # the instrumented steps kept the training program off.
+    # The weights of the end of epoch 2, on the same (per-batch) path: the instrumented
+    # steps kept the training program off.
     monkeypatch.undo()
     with monkeypatch.context() as patch:
         patch.setattr(program_choice, "PROGRAM_STEPS", 1)
         expected = _model(estimator, max_iter=2, penalty=None).fit(X, Y)
-    _assert_weights(_weights(model), _weights(expected))
-    assert (model.n_iter_, model.t_, len(model.loss_curve_)) == (2, expected.t_, 2)
-    np.testing.assert_array_equal(model.predict(X), expected.predict(X))
-    _assert_consistent(model)
+    reached = info.value.last_finite_weights
+    assert list(reached) == expected.optimizer_.weights_to_train_
+    _assert_weights(list(reached.values()), _weights(expected))
+    assert float(match[5]) == pytest.approx(expected.loss_curve_[-1], rel=1e-6)
 
-    # Still usable: a smaller rate trains on.
+    # Still usable: a smaller rate trains.
     model.set_params(learning_rate=LearningRateSGD(eta0=0.001, learning_rate="constant"))
     _partial_fit(model, X, Y)
-    assert model.n_iter_ == 3 and np.isfinite(model.loss_curve_).all()
+    assert model.n_iter_ == 1 and np.isfinite(model.loss_curve_).all()
     assert np.isfinite(model.decision_function(X) if is_classifier(model)
                        else model.predict(X)).all()
 
@@ -261,10 +263,13 @@ def test_overflowing_weights_count_as_divergence(monkeypatch, estimator):
     calls.clear()
     calls.extend([1] * BATCHES_PER_EPOCH)
     expected = _weights(model)
+    before = _everything(model)
     with pytest.raises(ConvergenceError, match=r"diverged at epoch 3, batch 14: the weights "
-                                               r"are inf"):
+                                               r"are inf") as info:
         _partial_fit(model, X, Y)
-    _assert_weights(_weights(model), expected)
+    _assert_everything_kept(model, before)
+    # The start of the epoch that diverged: the weights of before the call.
+    _assert_weights(list(info.value.last_finite_weights.values()), expected)
     assert model.n_iter_ == 2
     _assert_consistent(model)
 
@@ -674,6 +679,26 @@ def test_divergence_before_any_epoch_keeps_the_model_of_before_the_call(estimato
     assert model.n_iter_ == 3 and np.isfinite(model.loss_curve_).all()
 
 
+@_OVERFLOWS
+@pytest.mark.parametrize("method", ["fit", "fit-warm-start"])
+@pytest.mark.parametrize("solver", ["sgd", "adam"])
+def test_divergence_after_finite_epochs_keeps_the_model_of_before_the_call(solver, method):
+    """learning_rate_init=1e10 on a fitted MLP: the call diverges after epochs that ended
+    finite (the issue's reproducer); it changes nothing, and the error carries the weights
+    of the last finite epoch."""
+    model = OnnxMLPRegressor(hidden_layer_sizes=(4,), solver=solver, max_iter=3, tol=None,
+                             random_state=0, warm_start=method == "fit-warm-start")
+    model.fit(X, Y_REG)
+    before = _everything(model)
+    model.set_params(learning_rate_init=1e10)
+    with pytest.raises(ConvergenceError, match="as it was before the call") as info:
+        model.fit(X, Y_REG)
+    _assert_everything_kept(model, before)
+    reached = info.value.last_finite_weights
+    assert list(reached) == model.optimizer_.weights_to_train_
+    assert all(np.isfinite(w).all() for w in reached.values())
+
+
 @pytest.mark.parametrize("where", ["forward", "update"])
 @pytest.mark.parametrize("method", ["fit-warm-start", "partial_fit"])
 def test_any_other_exception_in_training_restores_the_call_start(monkeypatch, where, method):
@@ -701,18 +726,64 @@ def test_any_other_exception_in_training_restores_the_call_start(monkeypatch, wh
     _assert_everything_kept(model, before)
 
 
-def test_refit_on_huge_finite_X_trains_and_exposes_its_weights():
+def test_refit_on_huge_finite_X_whose_steps_round_away_is_refused():
     """X around 1e30 fits float32 but its squared norm does not: the default rate is
-    computed without overflow, inside the transaction, and the refit is consistent."""
+    computed without overflow (about 1e-60), inside the transaction, and rounds away in
+    float32: no step moves the weights. The fit says so and changes nothing (scikit-learn
+    raises too); in float64 the same data trains."""
     model = OnnxSGDRegressor(max_iter=3, tol=None, random_state=0).fit(X, Y_REG)
-    model.fit(X * 1e30, Y_REG)
-    # The default rate (scikit-learn's, times the batch size, capped by the data's scale).
-    eta0 = model.optimizer_.learning_rate_.eta(model.t_)
-    assert 0 < eta0 < 1e-59 and np.isfinite(eta0)
-    _assert_consistent(model)
-    fresh = OnnxSGDRegressor(max_iter=3, tol=None, random_state=0).fit(X * 1e30, Y_REG)
-    fresh.partial_fit(X, Y_REG)
-    assert fresh.n_iter_ == 4 and len(fresh.loss_curve_) == 4
+    before = _everything(model)
+    with pytest.raises(ConvergenceError, match=(
+            r"Training did not change the weights: every step rounded away in float32 "
+            r"\(learning rate eta=\d.*e-6\d, which is 0 in float32, for values of X up to "
+            r".*e\+30\), the loss staying "
+            r".*The estimator is as it was before the call; scale X")):
+        model.fit(X * 1e30, Y_REG)
+    _assert_everything_kept(model, before)
+    with pytest.raises(ConvergenceError, match="every step rounded away"):
+        OnnxSGDRegressor(max_iter=3, tol=None, random_state=0).fit(X * 1e30, Y_REG)
+    wide = OnnxSGDRegressor(max_iter=3, tol=None, random_state=0, dtype=np.float64)
+    wide.fit(X * 1e30, Y_REG)
+    assert np.all(wide.coef_ != 0)
+
+
+@pytest.mark.parametrize("scale", [1e10, 1e15, 1e20])
+def test_huge_finite_X_below_the_rounding_trains_well(scale):
+    """Up to X x 1e20 the default rate, scaled to the data, learns (scikit-learn's
+    SGDRegressor returns garbage there)."""
+    model = OnnxSGDRegressor(random_state=0).fit(X * scale, Y_REG)
+    assert model.score(X * scale, Y_REG) > 0.95
+
+
+def test_a_loss_of_zero_moves_nothing_and_is_not_refused():
+    """Rows whose margins are all satisfied (hinge, no penalty): no step to take, the
+    weights stay, and that is no failure."""
+    model = _model(OnnxSGDClassifier, loss="hinge", penalty=None).fit(X, Y_REG > 0)
+    rows = np.abs(model.decision_function(X)) > 1.1
+    assert rows.sum() >= 5
+    weights, t = _weights(model), model.t_
+    model.partial_fit(X[rows], model.predict(X[rows]))
+    assert model.loss_curve_[-1] == 0 and model.t_ == t + rows.sum()
+    _assert_weights(_weights(model), weights)
+
+
+@_OVERFLOWS
+@pytest.mark.parametrize("estimator", [OnnxMLPRegressor, OnnxMLPClassifier])
+def test_partial_fit_on_huge_X_never_leaves_silent_non_finite_results(estimator):
+    """X x 1e18 on a fitted sgd-solver MLP: the call either diverges (ConvergenceError,
+    nothing changed) or leaves finite weights whose predictions are finite."""
+    model = estimator(hidden_layer_sizes=(5,), solver="sgd", max_iter=5, random_state=0)
+    model.fit(X, _targets(model))
+    before = _everything(model)
+    try:
+        model.partial_fit(X * 1e18, _targets(model))
+    except ConvergenceError as error:
+        assert "as it was before the call" in str(error)
+        _assert_everything_kept(model, before)
+        return
+    assert all(np.isfinite(w).all() for w in model.optimizer_.weights_)
+    outputs = model.predict_proba(X) if is_classifier(model) else model.predict(X)
+    assert np.isfinite(outputs).all()
 
 
 def test_stable_step_holds_any_finite_data():

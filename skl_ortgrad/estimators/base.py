@@ -22,22 +22,25 @@ from sklearn.base import BaseEstimator, is_classifier
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.model_selection import train_test_split
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from skl_ortgrad._cache import BoundedCache
 from skl_ortgrad._params import MemoizedParamNames, MemoizedParamValidation
 from skl_ortgrad.estimators.curvature import stable_step
-from skl_ortgrad.estimators.dtype_range import check_dtype_range
+from skl_ortgrad.estimators.dtype_range import check_dtype_range, check_weight_underflow
 from skl_ortgrad.estimators.finite_input import validate_finite_data
 from skl_ortgrad.estimators.inference import InferenceMixin
 from skl_ortgrad.estimators.sgd_parameters import AUTO_BATCH, auto_batch_size
+from skl_ortgrad.estimators.stalled import check_weights_moved
 from skl_ortgrad.exceptions import ConvergenceError
 from skl_ortgrad.gradient.backend import BACKEND_NAMES, resolve_backend
 from skl_ortgrad.graph.cut import select_model_output
 from skl_ortgrad.runtime.devices import device_providers, parse_device
 from skl_ortgrad.runtime.random_state import check_random_state
 from skl_ortgrad.runtime.threads import training_threads
+from skl_ortgrad.training.divergence import KEPT
+from skl_ortgrad.training.interrupt import DeferredInterrupt
 from skl_ortgrad.training.snapshot import OptimizerSnapshot
 
 if TYPE_CHECKING:
@@ -70,6 +73,16 @@ def numeric_targets(y: Any) -> np.ndarray:
     if y.dtype.kind not in "iufb":
         raise ValueError(f"y must be numeric for a regressor, got dtype {y.dtype}.")
     return y.astype(np.float64).reshape((y.shape[0], -1))
+
+
+def _rolled_back(message: str) -> str:
+    """The trainer's divergence ``message`` as an estimator says it: it keeps nothing
+    (a message of the estimator's own says so already)."""
+    if not message.endswith(KEPT):
+        return message
+    return message.removesuffix(KEPT) + (
+        "The estimator is as it was before the call; the last finite weights are the "
+        "error's last_finite_weights; use a smaller learning rate.")
 
 
 class Template:
@@ -250,8 +263,9 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
         return template, _copied(cut)
 
     @abstractmethod
-    def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
-        """Expose the trained weights as scikit-learn attributes (``coef_``...)."""
+    def _fitted_attributes(self, weights: dict[str, np.ndarray]) -> dict[str, Any]:
+        """The scikit-learn attributes (``coef_``...) of the trained ``weights``, by name
+        (:meth:`_sync` publishes them with the others at once)."""
 
     @abstractmethod
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
@@ -385,109 +399,139 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
         Everything is validated before anything changes, and every piece of state the
         call may change (``classes_``, feature names, the optimizer and its weights,
         ``t_``, losses, shuffling generator, fitted attributes) is either committed at
-        the end or put back as it was before the call. Two failures keep progress, as
-        documented: Ctrl-C keeps the completed batches, and divergence keeps the last
-        epoch that ended finite when the call completed one (or when the estimator was
-        not fitted before, which leaves it at its initial weights).
+        the end, all at once (:meth:`_sync`), or put back as it was before the call,
+        divergence included (the :class:`~skl_ortgrad.ConvergenceError` carries the last
+        finite weights). Only Ctrl-C keeps progress, as documented: the completed
+        batches.
         """
-        # Validation writes on the estimator (validate_data resets n_features_in_ and
-        # feature_names_in_, _prepare_targets sets classes_, a restart builds a new
-        # optimizer), and training on the optimizer, in place.
-        saved = dict(self.__dict__)
-        snapshot = OptimizerSnapshot(self.optimizer_) if "optimizer_" in saved else None
-        try:
-            dtype = self._dtype() if restart else self.optimizer_.model_dtype()
-            # float64 first, as scikit-learn: integer data gives float64 fitted weights.
-            (X, y), cast = validate_finite_data(
-                self, X, y, graph_dtype=dtype, reset=restart, accept_sparse="csr",
-                dtype=[np.float64, np.float32], y_numeric=False,
-                multi_output=self._multi_output, ensure_min_samples=1,
-            )
-            if sample_weight is not None:
-                sample_weight = _check_sample_weight(
-                    sample_weight, X, dtype=np.float64, ensure_non_negative=True
-                )
-                check_dtype_range(sample_weight, dtype, "sample_weight")
-                sample_weight = sample_weight.astype(dtype)
-            if not (restart or partial):
-                self._check_warm_start_targets(y)
-            targets = self._prepare_targets(y, restart, classes)
-            sample_weight = self._class_sample_weight(y, sample_weight, partial)
-            check_dtype_range(targets[:, 0] if targets.shape[1] == 1 else targets, dtype, "y")
-            targets = targets.astype(dtype, copy=False)
-            if restart:
-                self._start(X, y, sample_weight)
-            # scikit-learn's fitted weights have the type of the data they were fit on.
-            data_dtype = X.dtype.name
-            X = self._graph_input(X, dtype, cast)
-            X_val = y_val = scorer = None
-            if self.early_stopping and not partial:
-                # Split first: the validation rows take no part in training, not even in
-                # the default rate's measure of the data.
-                X, X_val, targets, y_val, sample_weight, y_val_raw, w_val = (
-                    self._validation_split(X, targets, sample_weight, y)
-                )
-                scorer = lambda *_: self._validation_score(X_val, y_val_raw, w_val)  # noqa: E731
-            if restart:
-                parse_device(self.device)
-                device_providers(self.device)
-                self.backend_ = resolve_backend(self.backend)
-                # What the default rates need of the data, fixed at the first call so
-                # that a stream of partial_fit calls keeps one schedule.
-                self._stable_step = stable_step(X)
-                self._auto_batch = auto_batch_size(X.shape[0])
-                self._weights_dtype = data_dtype
-                self._build_optimizer(X.shape[1], init or {})
-            optimizer = self.optimizer_
-            if not (restart or partial):
-                self._restart_schedule()
-            batch_size = self._resolved_batch_size(X.shape[0])
-            mean_weight = 1.0 if sample_weight is None else float(np.mean(sample_weight))
-            rate, loss, penalty = self._training_objects(batch_size, mean_weight)
-            optimizer.configure(
-                learning_rate=rate,
-                learning_loss=loss,
-                learning_penalty=penalty,
-                max_iter=1 if partial else self.max_iter,
-                # Full batches of batch_size rows, even when this call has fewer: the
-                # optimizer then keeps two training sessions (full batches, any other
-                # size) whatever the sizes of a stream of partial_fit calls.
-                batch_size=self._resolved_batch_size(sys.maxsize),
-                tol=None if partial else self.tol,
-                # At every call: an optimizer pickled before the setting existed too.
-                tol_on_objective=self._tol_on_objective,
-                n_iter_no_change=self._patience(),
-                average=self._average(),
-                warm_start=not restart or partial,
-                verbose=self.verbose,
-            )
-        except BaseException:
-            self._rollback(saved, snapshot)
-            raise
-        before = len(optimizer.train_losses_) if not restart else 0
-        try:
-            # validate_data checked the values: the optimizer only casts them.
-            data = optimizer.cast(X, targets, sample_weight)
-            if partial:
-                optimizer.partial_fit_data(data)
-            else:
-                self._solve(data, X_val, y_val, scorer)
-        except KeyboardInterrupt:
-            # The batches completed stay: expose them before re-raising.
-            self._sync(partial, before)
-            raise
-        except ConvergenceError:
-            if snapshot is not None and not optimizer.__dict__.get("epochs_completed_", 0):
-                # Nothing of this call ended finite: the model of before the call.
+        # Ctrl-C is held over the whole call (training included: the trainer's blocks
+        # nest in this one) and delivered at a safe point: a batch boundary (the completed
+        # batches are published), the end of the set-up (nothing trained: the estimator
+        # is put back) or the end of the publication.
+        with DeferredInterrupt() as interrupt:
+            # Validation writes on the estimator (validate_data resets n_features_in_ and
+            # feature_names_in_, _prepare_targets sets classes_, a restart builds a new
+            # optimizer), and training on the optimizer, in place.
+            saved = dict(self.__dict__)
+            snapshot = OptimizerSnapshot(self.optimizer_) if "optimizer_" in saved else None
+            start = None
+            try:
+                X, targets, sample_weight, X_val, y_val, scorer = self._set_up(
+                    X, y, sample_weight, restart, partial, classes, init)
+                if interrupt.pending:
+                    raise KeyboardInterrupt
+                optimizer = self.optimizer_
+                # The samples seen before training (a new optimizer starts at t = 1).
+                start = 1 if restart else optimizer.t_
+                before = 0 if restart else len(optimizer.train_losses_)
+                # validate_data checked the values: the optimizer only casts them.
+                data = optimizer.cast(X, targets, sample_weight)
+                if partial:
+                    optimizer.partial_fit_data(data)
+                else:
+                    self._solve(data, X_val, y_val, scorer)
+                check_weights_moved(optimizer, start,
+                                    None if restart else snapshot.weights, X)
+            except KeyboardInterrupt:
+                if start is None or "state_" not in vars(optimizer) or optimizer.t_ == start:
+                    # Nothing trained: the estimator of before the call.
+                    self._rollback(saved, snapshot)
+                else:
+                    # The batches completed stay: publish them before re-raising.
+                    self._sync(partial, before)
+                raise
+            except ConvergenceError as error:
+                # One transaction, divergence included: the model of before the call; what
+                # the call reached goes with the error.
+                reached = dict(zip(optimizer.weights_to_train_,
+                                   [np.array(w) for w in optimizer.served_weights()],
+                                   strict=True))
                 self._rollback(saved, snapshot)
-            else:
-                self._sync(partial, before)
-            raise
-        except BaseException:
-            self._rollback(saved, snapshot)
-            raise
-        self._sync(partial, before)
+                raise ConvergenceError(_rolled_back(str(error)), reached) from None
+            except BaseException:
+                self._rollback(saved, snapshot)
+                raise
+            self._sync(partial, before)
         return self
+
+    def _set_up(
+        self, X: Any, y: Any, sample_weight: Any, restart: bool, partial: bool, classes: Any,
+        init: dict[str, Any] | None,
+    ) -> tuple[Any, np.ndarray, Any, Any, Any, Any]:
+        """Validate the data and configure the optimizer (a new one for a restart) for a
+        call of :meth:`_train`; return what it trains on: ``(X, targets, sample_weight,
+        X_val, y_val, scorer)``, the last three None without early stopping."""
+        dtype = self._dtype() if restart else self.optimizer_.model_dtype()
+        # float64 first, as scikit-learn: integer data gives float64 fitted weights.
+        (X, y), cast = validate_finite_data(
+            self, X, y, graph_dtype=dtype, reset=restart, accept_sparse="csr",
+            dtype=[np.float64, np.float32], y_numeric=False,
+            multi_output=self._multi_output, ensure_min_samples=1,
+        )
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(
+                sample_weight, X, dtype=np.float64, ensure_non_negative=True
+            )
+            check_dtype_range(sample_weight, dtype, "sample_weight")
+        if not (restart or partial):
+            self._check_warm_start_targets(y)
+        targets = self._prepare_targets(y, restart, classes)
+        sample_weight = self._class_sample_weight(y, sample_weight, partial)
+        if sample_weight is not None:
+            # Checked before the cast, in float64: a weight that rounds to 0 is refused.
+            sample_weight = np.asarray(sample_weight, dtype=np.float64)
+            check_dtype_range(sample_weight, dtype, "sample_weight")
+            check_weight_underflow(sample_weight, dtype, "sample_weight")
+            sample_weight = sample_weight.astype(dtype)
+        check_dtype_range(targets[:, 0] if targets.shape[1] == 1 else targets, dtype, "y")
+        targets = targets.astype(dtype, copy=False)
+        if restart:
+            self._start(X, y, sample_weight)
+        # scikit-learn's fitted weights have the type of the data they were fit on.
+        data_dtype = X.dtype.name
+        X = self._graph_input(X, dtype, cast)
+        X_val = y_val = scorer = None
+        if self.early_stopping and not partial:
+            # Split first: the validation rows take no part in training, not even in
+            # the default rate's measure of the data.
+            X, X_val, targets, y_val, sample_weight, y_val_raw, w_val = (
+                self._validation_split(X, targets, sample_weight, y)
+            )
+            scorer = lambda *_: self._validation_score(X_val, y_val_raw, w_val)  # noqa: E731
+        if restart:
+            parse_device(self.device)
+            device_providers(self.device)
+            self.backend_ = resolve_backend(self.backend)
+            # What the default rates need of the data, fixed at the first call so
+            # that a stream of partial_fit calls keeps one schedule.
+            self._stable_step = stable_step(X)
+            self._auto_batch = auto_batch_size(X.shape[0])
+            self._weights_dtype = data_dtype
+            self._build_optimizer(X.shape[1], init or {})
+        optimizer = self.optimizer_
+        if not (restart or partial):
+            self._restart_schedule()
+        batch_size = self._resolved_batch_size(X.shape[0])
+        mean_weight = 1.0 if sample_weight is None else float(np.mean(sample_weight))
+        rate, loss, penalty = self._training_objects(batch_size, mean_weight)
+        optimizer.configure(
+            learning_rate=rate,
+            learning_loss=loss,
+            learning_penalty=penalty,
+            max_iter=1 if partial else self.max_iter,
+            # Full batches of batch_size rows, even when this call has fewer: the
+            # optimizer then keeps two training sessions (full batches, any other
+            # size) whatever the sizes of a stream of partial_fit calls.
+            batch_size=self._resolved_batch_size(sys.maxsize),
+            tol=None if partial else self.tol,
+            # At every call: an optimizer pickled before the setting existed too.
+            tol_on_objective=self._tol_on_objective,
+            n_iter_no_change=self._patience(),
+            average=self._average(),
+            warm_start=not restart or partial,
+            verbose=self.verbose,
+        )
+        return X, targets, sample_weight, X_val, y_val, scorer
 
     def _solve(self, data: tuple[list[Any], bool], X_val: Any, y_val: Any, scorer: Any) -> None:
         """Train ``optimizer_`` on checked ``data`` for ``fit`` (mini-batch epochs)."""
@@ -519,6 +563,13 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
         """(X, X_val, targets, targets_val, sample_weight, y_val, sample_weight_val): the
         rows of both parts keep their order (scikit-learn's validation mask), so
         ``shuffle=False`` trains on the rows in the order given."""
+        if not 0 < self.validation_fraction < 1:
+            # scikit-learn's words for its SGD estimators (its MLPs accept 0.0 and fail
+            # in train_test_split).
+            raise InvalidParameterError(
+                f"The 'validation_fraction' parameter of {type(self).__name__} must be a "
+                f"float in the range (0.0, 1.0) when early_stopping=True. Got "
+                f"{self.validation_fraction!r} instead.")
         stratify = y if getattr(self, "_stratify_validation", False) else None
         train, validation = train_test_split(
             np.arange(X.shape[0]), test_size=self.validation_fraction, stratify=stratify,
@@ -593,23 +644,31 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
         return training_threads(3.0 * values * self._resolved_batch_size(sys.maxsize))
 
     def _sync(self, partial: bool, before: int) -> None:
-        """Copy the optimizer's state into the scikit-learn attributes."""
+        """Publish the optimizer's state as the scikit-learn attributes, all at once (one
+        ``__dict__`` update): what predicts and what the attributes say never differ."""
+        self.__dict__.update(self._published(partial, before))
+
+    def _published(self, partial: bool, before: int) -> dict[str, Any]:
+        """The scikit-learn attributes of the optimizer's state (``before``: the epochs in
+        its loss curve before this call), computed without changing the estimator."""
         optimizer = self.optimizer_
         new_losses = optimizer.train_losses_[before:]
-        self.loss_curve_ = list(optimizer.train_losses_)
-        self.n_iter_ = (self.n_iter_ + len(new_losses)) if partial else len(new_losses)
-        self.t_ = optimizer.t_
-        self._set_fitted_attributes(
-            dict(zip(optimizer.weights_to_train_, optimizer.served_weights(), strict=True))
-        )
+        published = {
+            "loss_curve_": list(optimizer.train_losses_),
+            "n_iter_": (self.n_iter_ + len(new_losses)) if partial else len(new_losses),
+            "t_": optimizer.t_,
+            **self._fitted_attributes(dict(zip(
+                optimizer.weights_to_train_, optimizer.served_weights(), strict=True))),
+        }
         if new_losses:
             # Incremental: np.min over the whole curve made a stream of n calls O(n^2).
             best = float(min(new_losses))
             previous = getattr(self, "best_loss_", None) if before else None
-            self.best_loss_ = best if previous is None else min(previous, best)
+            published["best_loss_"] = best if previous is None else min(previous, best)
         if getattr(optimizer, "validation_scores_", None):
-            self.validation_scores_ = list(optimizer.validation_scores_)
-            self.best_validation_score_ = float(np.max(self.validation_scores_))
+            published["validation_scores_"] = list(optimizer.validation_scores_)
+            published["best_validation_score_"] = float(np.max(optimizer.validation_scores_))
+        return published
 
     # -- export -------------------------------------------------------------------------
 

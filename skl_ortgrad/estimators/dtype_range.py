@@ -92,3 +92,38 @@ def check_dtype_range(
         f"{value!r}, beyond {limit!r} ({positions.size} such value(s)). The model computes "
         f"in {dtype.name}: scale the data, or train with dtype=np.float64."
     )
+
+
+def check_weight_underflow(weights: np.ndarray, dtype: Any, name: str) -> None:
+    """Raise a ``ValueError`` if every positive weight rounds to 0 in ``dtype``.
+
+    A weight below half the smallest positive ``dtype`` value (about 7e-46 in float32)
+    weighs nothing once cast. Among weights of ordinary size that changes nothing
+    measurable; when all of them are that small, the data weighs nothing at all and a
+    weighted mean over it divides by zero.
+
+    Parameters
+    ----------
+    weights : numpy.ndarray, 1-D, float64
+        Validated, non-negative weights (``sample_weight``, times ``class_weight``).
+    dtype : numpy dtype
+        The float type the model computes in.
+    name : str
+        How the message calls ``weights``.
+
+    Raises
+    ------
+    ValueError
+        Naming the largest weight, its row, and the way out (float64).
+    """
+    dtype = np.dtype(dtype)
+    if weights.dtype.itemsize <= dtype.itemsize or weights.size == 0:
+        return
+    row = int(np.argmax(weights))
+    largest = float(weights[row])
+    if largest > 0 and dtype.type(largest) == 0:
+        raise ValueError(
+            f"{name}'s positive values all round to 0 in {dtype.name} (the largest is "
+            f"{largest:.4g}, at row {row}; the smallest positive {dtype.name} is "
+            f"{float(np.finfo(dtype).smallest_subnormal):.4g}): train in float64 "
+            "(dtype=numpy.float64), or rescale the weights.")

@@ -175,6 +175,14 @@ class _BaseOnnxGradient(BaseOnnxEstimator):
         """``estimator_``: a copy of the fitted estimator, or a fitted clone of it."""
         try:
             check_is_fitted(self.estimator)
+            expected = getattr(self.estimator, "n_features_in_", None)
+            if expected is not None and expected != X.shape[1]:
+                # scikit-learn's words, and why: a fitted model is fine-tuned, not refit.
+                raise ValueError(
+                    f"X has {X.shape[1]} features, but {type(self.estimator).__name__} is "
+                    f"expecting {expected} features as input: fine-tuning starts from its "
+                    "fitted weights. Pass an unfitted estimator to fit data of another "
+                    "width.")
             self.estimator_ = copy.deepcopy(self.estimator)
         except NotFittedError:
             fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
@@ -212,9 +220,17 @@ class _BaseOnnxGradient(BaseOnnxEstimator):
         outputs = [out.name for out in onx.graph.output]
         return Template(onx, score, weights, outputs, penalized=weights[0::2])
 
-    def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
-        _, _, final = _split(self.estimator_)
+    def _fitted_attributes(self, weights: dict[str, np.ndarray]) -> dict[str, Any]:
+        # Shallow copies with the new weights, not the fitted model changed in place:
+        # publishing them is one assignment, and a failed call leaves the old one.
+        frozen, name, final = _split(self.estimator_)
+        final = copy.copy(final)
         _set_weights(final, list(weights.values()))
+        if not isinstance(self.estimator_, Pipeline):
+            return {"estimator_": final}
+        pipeline = copy.copy(self.estimator_)
+        pipeline.steps = [*frozen, (name, final)]
+        return {"estimator_": pipeline}
 
     def to_onnx(self) -> onnx.ModelProto:
         """The whole updated model (frozen steps and trained final step) as ONNX."""

@@ -252,24 +252,25 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
         outputs = [out.name for out in onx.graph.output]
         return Template(onx, score, weights, outputs, penalized=weights[0::2])
 
-    def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
+    def _fitted_attributes(self, weights: dict[str, np.ndarray]) -> dict[str, Any]:
         values = list(weights.values())
-        self.coefs_ = [w.astype(self._data_dtype()) for w in values[0::2]]
-        self.intercepts_ = [b.ravel().astype(self._data_dtype()) for b in values[1::2]]
+        return {"coefs_": [w.astype(self._data_dtype()) for w in values[0::2]],
+                "intercepts_": [b.ravel().astype(self._data_dtype()) for b in values[1::2]]}
 
-    def _sync(self, partial: bool, before: int) -> None:
-        super()._sync(partial, before)
+    def _published(self, partial: bool, before: int) -> dict[str, Any]:
+        published = super()._published(partial, before)
         # scikit-learn's MLPs count the samples seen; the optimizer's t is one more.
-        self.t_ = int(self.optimizer_.t_) - 1
-        if self.loss_curve_:
+        published["t_"] = int(self.optimizer_.t_) - 1
+        if published["loss_curve_"]:
             # scikit-learn's MLPs: loss_ is the mean loss of the last epoch.
-            self.loss_ = float(self.loss_curve_[-1])
+            published["loss_"] = float(published["loss_curve_"][-1])
         # scikit-learn's MLPs track the validation score with early stopping, the best
         # training loss without, and set the other attributes to None.
         if self.early_stopping:
-            self.best_loss_ = None
+            published["best_loss_"] = None
         else:
-            self.validation_scores_ = self.best_validation_score_ = None
+            published["validation_scores_"] = published["best_validation_score_"] = None
+        return published
 
 
 def _store(estimator: BaseOnnxEstimator, params: dict[str, Any]) -> None:

@@ -106,7 +106,9 @@ def save(estimator: BaseOnnxEstimator | Pipeline, path: str | os.PathLike) -> No
         If ``path`` names no file (empty, or a folder), before anything is written; if
         ``estimator`` is neither, or holds something the format cannot (a
         ``RandomState`` parameter, a wrapped model other than the linear models and MLPs
-        of scikit-learn, a ``FunctionTransformer``...): pickle it instead.
+        of scikit-learn, a ``FunctionTransformer``...): pickle it instead; scikit-learn's
+        ``InvalidParameterError`` (a ``ValueError``) for a parameter set to an invalid
+        value since the fit, which :func:`load` would refuse.
     sklearn.exceptions.NotFittedError
         If ``estimator`` is not fitted.
     """
@@ -121,6 +123,9 @@ def save(estimator: BaseOnnxEstimator | Pipeline, path: str | os.PathLike) -> No
         content = {"pipeline": encode_pipeline(estimator, encoder)}
         model = served_model(estimator)
     elif is_estimator(estimator):
+        # load validates the parameters: a value set_params left invalid (refused at the
+        # next fit) is refused here, before a file load would refuse is written.
+        estimator._validate_params()
         encoder = StateEncoder(transformers=True)
         content = {"estimator": encode_estimator(estimator, encoder)}
         model = estimator.to_onnx()

@@ -389,9 +389,9 @@ class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
                         score_model=linear_score_model(n_features, 1, dtype, "variable",
                                                        intercept_dims=[1], reshape=True))
 
-    def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
-        self.coef_ = weights["coef"].ravel().astype(self._data_dtype())
-        self.intercept_ = self._intercept(weights).ravel().astype(self._data_dtype())
+    def _fitted_attributes(self, weights: dict[str, np.ndarray]) -> dict[str, Any]:
+        return {"coef_": weights["coef"].ravel().astype(self._data_dtype()),
+                "intercept_": self._intercept(weights).ravel().astype(self._data_dtype())}
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted values, shape (n_samples,)."""
@@ -539,6 +539,12 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
                 "the resulting weights as the class_weight parameter."
             )
         per_class = compute_class_weight(self.class_weight, classes=self.classes_, y=y)
+        bad = ~(np.isfinite(per_class) & (per_class >= 0))
+        if bad.any():
+            label = np.asarray(self.classes_)[bad][0].tolist()
+            raise ValueError(
+                f"class_weight must give every class a finite weight >= 0, got "
+                f"{float(per_class[bad][0])!r} for class {label!r}.")
         weights = per_class[self._class_index(y)]
         return weights if sample_weight is None else weights * sample_weight
 
@@ -593,9 +599,9 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
         """Logarithm of :meth:`predict_proba`."""
         return super().predict_log_proba(X)
 
-    def _set_fitted_attributes(self, weights: dict[str, np.ndarray]) -> None:
-        self.coef_ = weights["coef"].T.astype(self._data_dtype())
-        self.intercept_ = self._intercept(weights).ravel().astype(self._data_dtype())
+    def _fitted_attributes(self, weights: dict[str, np.ndarray]) -> dict[str, Any]:
+        return {"coef_": weights["coef"].T.astype(self._data_dtype()),
+                "intercept_": self._intercept(weights).ravel().astype(self._data_dtype())}
 
 
 OnnxSGDClassifier.__doc__ = class_docstring(

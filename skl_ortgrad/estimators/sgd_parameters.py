@@ -28,6 +28,7 @@ otherwise make the margins oscillate; :math:`\tilde x = (x, 1)` for the intercep
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -173,5 +174,8 @@ def sgd_learning_rate(
     if rows > 1:
         max_eta = min(stable_step, 1.0) / _CURVATURE.get(loss.kind, 1.0) / max(
             float(mean_weight), np.finfo(np.float64).tiny)
+        if not math.isfinite(max_eta):
+            # Weights near 0 (1e-300) move nothing: no step to cap.
+            max_eta = None
     return ScaledLearningRate(rate, scale=float(rows), max_eta=max_eta,
                               adaptive=schedule == "adaptive")

@@ -48,13 +48,17 @@ def _shown(loss: float | None) -> str:
     return "none" if loss is None else f"{loss:.6g}"
 
 
+#: How the trainer's message of a divergence ends: what it kept, what to do.
+KEPT = ("The weights of the last epoch that ended with a finite loss were kept; use a "
+        "smaller learning rate.")
+
+
 def divergence_message(diverged: Diverged, epoch: int, last_epoch: float | None) -> str:
     """The message of a divergence at ``epoch`` (1-based), ``last_epoch`` the mean loss
-    of the last complete epoch (None before the first)."""
+    of the last complete epoch (None before the first); it ends with :data:`KEPT`."""
     return (
         f"Training diverged at epoch {epoch}, batch {diverged.batch}: {diverged.what} "
         f"{diverged.loss} with learning rate eta={diverged.eta:.4g}. Last finite loss: "
         f"{_shown(diverged.last)} (mean of the previous batch), {_shown(last_epoch)} "
-        "(mean of the last complete epoch). The weights of the last epoch that ended with "
-        "a finite loss were kept; use a smaller learning rate."
+        f"(mean of the last complete epoch). {KEPT}"
     )

@@ -44,6 +44,11 @@ class OptimizerSnapshot:
         rng = self._attributes.get("_rng")
         self._rng_state = None if rng is None else rng.get_state()
 
+    @property
+    def weights(self) -> list:
+        """The optimizer's weights when the snapshot was taken (copies)."""
+        return self._checkpoint["weights"]
+
     def restore(self) -> None:
         """Put the optimizer back in the state it had when the snapshot was taken."""
         optimizer = self._optimizer

@@ -439,13 +439,16 @@ class Trainer(HoldsTrainingState):
         val_scorer: Any = None,
     ) -> Trainer:
         """:meth:`fit` on data already checked and cast (:meth:`cast`)."""
-        self.begin(fit=True)
-        try:
-            self.n_iter_ = self._run(data, int(self.max_iter), X_val, y_val, val_scorer)
-        except BaseException:
-            # Divergence, Ctrl-C...: the epochs completed before it are what ran.
-            self.n_iter_ = self.__dict__.get("epochs_completed_", 0)
-            raise
+        # Ctrl-C during the set-up is held until the first batch boundary (the loop's
+        # blocks nest in this one): a half-reset trainer is never left behind.
+        with DeferredInterrupt():
+            self.begin(fit=True)
+            try:
+                self.n_iter_ = self._run(data, int(self.max_iter), X_val, y_val, val_scorer)
+            except BaseException:
+                # Divergence, Ctrl-C...: the epochs completed before it are what ran.
+                self.n_iter_ = self.__dict__.get("epochs_completed_", 0)
+                raise
         return self
 
     def partial_fit(self, X: Any, y: Any, sample_weight: Any = None) -> Trainer:
@@ -459,8 +462,9 @@ class Trainer(HoldsTrainingState):
 
     def partial_fit_data(self, data: tuple[list[Any], bool]) -> Trainer:
         """:meth:`partial_fit` on data already checked and cast (:meth:`cast`)."""
-        self.begin(fit=False)
-        self._run(data, 1, None, None, None, partial=True)
+        with DeferredInterrupt():
+            self.begin(fit=False)
+            self._run(data, 1, None, None, None, partial=True)
         return self
 
     def loader(self, arrays: list[Any], weighted: bool, device: Any,

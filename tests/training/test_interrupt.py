@@ -58,3 +58,15 @@ def test_outside_the_main_thread_nothing_is_installed():
     thread.start()
     thread.join()
     assert seen == [signal.default_int_handler]
+
+
+def test_a_nested_block_shares_the_outer_interrupt_and_leaves_it_to_the_outer_end():
+    reached = []
+    with pytest.raises(KeyboardInterrupt), DeferredInterrupt() as outer:
+        with DeferredInterrupt() as inner:
+            signal.raise_signal(signal.SIGINT)
+            reached.append((inner.pending, outer.pending))
+        # The inner block ended without raising: the outer one delivers it.
+        reached.append("after the inner block")
+    assert reached == [(True, True), "after the inner block"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

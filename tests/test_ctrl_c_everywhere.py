@@ -1,0 +1,211 @@
+"""Ctrl-C at every line the package runs during a training call.
+
+A tracer (``sys.settrace``) stops at one line of the package and does there what a
+Ctrl-C does: it calls the current SIGINT handler (Python's default one raises
+KeyboardInterrupt; the trainer's and the estimators' :class:`DeferredInterrupt` hold it
+until a safe point). Every distinct line reached by the calls below is hit once: the call
+must then end in KeyboardInterrupt (or complete, when the interrupt was held to its very
+end and delivered there), never in another exception, and leave the estimator either as
+it was before the call, bit for bit, or a consistent model whose attributes are what
+predicts, which trains on.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import sys
+import warnings
+from functools import partial
+
+import numpy as np
+import pytest
+from sklearn.exceptions import NotFittedError
+
+import skl_ortgrad
+from skl_ortgrad import OnnxMLPClassifier, OnnxSGDClassifier, OnnxSGDRegressor
+
+PACKAGE = os.path.dirname(skl_ortgrad.__file__)
+
+pytestmark = pytest.mark.usefixtures("default_sigint")
+
+RNG = np.random.RandomState(0)
+X = RNG.randn(40, 4)
+Y = X @ np.array([1.0, 2.0, -3.0, 0.5]) + 0.5
+LABELS = (Y > 0.5).astype(int)
+
+
+def _sgd_refit():
+    estimator = OnnxSGDRegressor(max_iter=2, tol=None, batch_size=16, random_state=0)
+    return estimator.fit(X, Y), lambda e: e.fit(X, Y)
+
+
+def _mlp_first_fit():
+    estimator = OnnxMLPClassifier(hidden_layer_sizes=(3,), max_iter=2, batch_size=16,
+                                  solver="sgd", random_state=0)
+    return estimator, lambda e: e.fit(X, LABELS)
+
+
+def _sgd_partial_fit():
+    estimator = OnnxSGDClassifier(batch_size=16, random_state=0)
+    return estimator.partial_fit(X, LABELS, classes=[0, 1]), lambda e: e.partial_fit(X, LABELS)
+
+
+def _package_lines(call) -> list[tuple[str, int]]:
+    """The distinct lines of the package ``call()`` runs, in the order first reached."""
+    seen: dict[tuple[str, int], None] = {}
+
+    def trace(frame, event, arg):
+        if not frame.f_code.co_filename.startswith(PACKAGE):
+            return None
+        if event == "line":
+            seen.setdefault((frame.f_code.co_filename, frame.f_lineno))
+        return trace
+
+    sys.settrace(trace)
+    try:
+        call()
+    finally:
+        sys.settrace(None)
+    return list(seen)
+
+
+def _ctrl_c_at(line: tuple[str, int], call) -> tuple[BaseException | None, bool]:
+    """Run ``call()``, pressing Ctrl-C the first time ``line`` runs: (what it raised,
+    whether the line was reached)."""
+    reached = []
+
+    def trace(frame, event, arg):
+        if not frame.f_code.co_filename.startswith(PACKAGE):
+            return None
+        if event == "line" and (frame.f_code.co_filename, frame.f_lineno) == line:
+            sys.settrace(None)
+            reached.append(True)
+            signal.getsignal(signal.SIGINT)(signal.SIGINT, frame)
+        return trace
+
+    sys.settrace(trace)
+    try:
+        call()
+    except BaseException as exc:
+        return exc, bool(reached)
+    finally:
+        sys.settrace(None)
+    return None, bool(reached)
+
+
+def _fitted_state(estimator) -> dict:
+    """The estimator's attributes, its optimizer's by identity with its weights and t."""
+    state = {name: copy.deepcopy(value) for name, value in vars(estimator).items()
+             if name != "optimizer_"}
+    optimizer = vars(estimator).get("optimizer_")
+    if optimizer is not None:
+        state["optimizer_"] = (id(optimizer), optimizer.t_,
+                               [np.array(w) for w in optimizer.weights_])
+    return state
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+                and a.dtype == b.dtype and a.shape == b.shape
+                and np.array_equal(a, b, equal_nan=True))
+    if isinstance(a, (list, tuple)):
+        return (type(a) is type(b) and len(a) == len(b)
+                and all(_same(x, y) for x, y in zip(a, b, strict=True)))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if hasattr(a, "__dict__") and not isinstance(a, type):
+        return type(a) is type(b)
+    if isinstance(a, int):
+        return a == b
+    return a == b or (a != a and b != b)
+
+
+def _unchanged(estimator, before: dict) -> bool:
+    after = _fitted_state(estimator)
+    return after.keys() == before.keys() and all(
+        _same(after[name], before[name]) for name in before)
+
+
+def _consistent(estimator) -> str | None:
+    """What is wrong with a fitted ``estimator`` (None: nothing): its attributes must be
+    what predicts and what the optimizer holds, and it must train on."""
+    optimizer = estimator.optimizer_
+    weights = dict(zip(optimizer.weights_to_train_, optimizer.served_weights(), strict=True))
+    if isinstance(estimator, OnnxMLPClassifier):
+        if estimator.t_ != optimizer.t_ - 1:
+            return f"t_={estimator.t_}, optimizer's {optimizer.t_}"
+        values = list(weights.values())
+        if not all(np.array_equal(c, w) for c, w in zip(estimator.coefs_, values[0::2],
+                                                          strict=True)):
+            return "coefs_ are not the optimizer's weights"
+        hidden = np.maximum(X @ estimator.coefs_[0] + estimator.intercepts_[0], 0)
+        score = (hidden @ estimator.coefs_[1] + estimator.intercepts_[1]).ravel()
+        expected = 1 / (1 + np.exp(-score))
+        if not np.allclose(estimator.predict_proba(X)[:, 1], expected, atol=1e-6):
+            return "predict_proba is not the model of coefs_/intercepts_"
+    else:
+        if estimator.t_ != optimizer.t_:
+            return f"t_={estimator.t_}, optimizer's {optimizer.t_}"
+        if not np.array_equal(np.ravel(estimator.coef_), np.ravel(weights["coef"])):
+            return "coef_ is not the optimizer's weights"
+        score = X @ np.atleast_2d(estimator.coef_).T + estimator.intercept_
+        function = (estimator.decision_function if hasattr(estimator, "decision_function")
+                    else estimator.predict)
+        # To float32's rounding of the sum.
+        scale = np.abs(X) @ np.abs(np.atleast_2d(estimator.coef_)).T + np.abs(
+            estimator.intercept_)
+        if np.any(np.abs(np.ravel(function(X)) - np.ravel(score)) > 1e-5 * (
+                np.ravel(scale) + 1)):
+            return "predictions are not X @ coef_.T + intercept_"
+    if len(estimator.loss_curve_) != len(optimizer.train_losses_):
+        return "loss_curve_ is not the optimizer's"
+    return None
+
+
+CALLS = {"SGD refit": _sgd_refit, "first MLP fit": _mlp_first_fit,
+         "SGD partial_fit": _sgd_partial_fit}
+
+
+def test_ctrl_c_at_every_line_leaves_the_estimator_as_before_or_consistent():
+    covered: set[tuple[str, int]] = set()
+    problems = []
+    counts = dict.fromkeys(CALLS, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, make in CALLS.items():
+            estimator, call = make()
+            call(copy.deepcopy(estimator))  # caches warm: the lines of any later call
+            traced = copy.deepcopy(estimator)
+            lines = [line for line in _package_lines(partial(call, traced))
+                     if line not in covered]
+            for index, line in enumerate(lines):
+                target = copy.deepcopy(estimator)
+                before = _fitted_state(target)
+                raised, reached = _ctrl_c_at(line, partial(call, target))
+                assert reached, (name, line)
+                counts[name] += 1
+                where = f"{name}, Ctrl-C at {os.path.relpath(line[0], PACKAGE)}:{line[1]}"
+                if raised is not None and not isinstance(raised, KeyboardInterrupt):
+                    problems.append(f"{where}: {type(raised).__name__}: {raised}")
+                    continue
+                if _unchanged(target, before):
+                    if "optimizer_" not in before:
+                        with pytest.raises(NotFittedError):
+                            target.predict(X)
+                    continue
+                wrong = _consistent(target)
+                if wrong is not None:
+                    problems.append(f"{where}: {wrong}")
+                    continue
+                if index % 10 == 0:
+                    # It trains on: a new call works on what Ctrl-C left.
+                    call(target)
+                    assert _consistent(target) is None, where
+                covered.add(line)
+            covered.update(lines)
+    assert problems == []
+    # Every line of every call was hit: hundreds for each.
+    assert min(counts.values()) > 50, counts
