@@ -5,9 +5,9 @@ the caches hold it, so that one pass over an array larger than them does several
 (:mod:`~skl_ortgrad.estimators.finite_input`, :mod:`~skl_ortgrad.estimators.inference`).
 numpy's casts and reductions and onnxruntime's ``run`` release the GIL: the blocks are
 shared among threads, one per :data:`THREAD_VALUES` values up to the cores the process
-may use (:func:`block_threads`), each thread taking the next block when it is free
-(:func:`share_blocks`); small arrays take the calling thread alone, which starts
-nothing.
+may use that other processes leave free (:func:`block_threads`), each thread taking the
+next block when it is free (:func:`share_blocks`); small arrays take the calling thread
+alone, which starts nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 
-from skl_ortgrad.runtime.threads import usable_cores
+from skl_ortgrad.runtime.threads import free_cores
 
 #: Values of a block: cast, summed and run while in cache. Measured on 200k x 50 float64
 #: predictions: 2**16 values cost 1.5x the time of 2**18 (a run and a cast call per
@@ -29,10 +29,11 @@ THREAD_VALUES = 2**20
 def block_threads(n_values: int, n_threads: int = 1) -> int:
     """Threads sharing the blocks of ``n_values`` values, each running sessions of
     ``n_threads`` intra-op threads: one per :data:`THREAD_VALUES`, all together using at
-    most :func:`usable_cores`."""
+    most the cores other processes leave free
+    (:func:`~skl_ortgrad.runtime.threads.free_cores`)."""
     if n_values < 2 * THREAD_VALUES:
         return 1
-    return max(1, min(usable_cores() // max(1, n_threads), n_values // THREAD_VALUES))
+    return max(1, min(free_cores() // max(1, n_threads), n_values // THREAD_VALUES))
 
 
 def block_rows(n_columns: int, multiple: int = 1) -> int:

@@ -19,7 +19,7 @@ from skl_ortgrad import (
     OnnxSGDRegressor,
 )
 from skl_ortgrad.estimators.finite_input import _cast_checked
-from skl_ortgrad.runtime import blocks
+from skl_ortgrad.runtime import blocks, threads
 from skl_ortgrad.runtime.sessions import io_names
 
 RNG = np.random.default_rng(0)
@@ -48,7 +48,7 @@ def small_blocks(monkeypatch):
     many blocks, shared by 3 threads."""
     monkeypatch.setattr(blocks, "BLOCK_VALUES", 1)
     monkeypatch.setattr(blocks, "THREAD_VALUES", 100)
-    monkeypatch.setattr(blocks, "usable_cores", lambda: 3)
+    monkeypatch.setattr(blocks, "free_cores", lambda: 3)
 
 
 def _one_run(model, data):
@@ -86,7 +86,7 @@ def test_blocks_and_threads_give_one_runs_results(small_blocks, dtype, order):
 
 
 def test_threads_by_size_and_cores(monkeypatch):
-    monkeypatch.setattr(blocks, "usable_cores", lambda: 4)
+    monkeypatch.setattr(blocks, "free_cores", lambda: 4)
     size = blocks.THREAD_VALUES
     assert blocks.block_threads(size - 1) == 1
     assert blocks.block_threads(3 * size) == 3
@@ -98,12 +98,12 @@ def test_threads_by_size_and_cores(monkeypatch):
 
 def test_usable_cores_follow_omp_num_threads(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    cores = blocks.usable_cores()
+    cores = threads.usable_cores()
     assert cores >= 1
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert blocks.usable_cores() == 1
+    assert threads.usable_cores() == 1
     monkeypatch.setenv("OMP_NUM_THREADS", "not a number")
-    assert blocks.usable_cores() == cores
+    assert threads.usable_cores() == cores
 
 
 def test_blocks_go_to_free_threads_once_each_and_errors_come_back():
