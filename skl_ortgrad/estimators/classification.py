@@ -151,8 +151,11 @@ class ClassifierTargetsMixin:
     def predict(self, X: Any) -> np.ndarray:
         """Predicted class labels (the class of the highest score)."""
         scores = self.decision_function(X)
-        index = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
-        return self.classes_.take(index)
+        if scores.ndim == 1:
+            # One byte per row: an index array of 8 (what take reads) costs, on 200k
+            # rows, a millisecond of page faults, a tenth of scikit-learn's predict.
+            return self.classes_[(scores > 0).view(np.uint8)]
+        return self.classes_.take(scores.argmax(axis=1))
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities, shape (n, n_classes), rows summing to 1."""

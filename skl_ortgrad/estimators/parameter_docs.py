@@ -101,7 +101,9 @@ COMMON: dict[str, Entry] = {
         million multiply-adds (three per trained value and row of a batch: every linear
         model, a 100-128-10 MLP at batch 200), else every core the process may use
         (a 784-256-128-10 MLP), see :func:`~skl_ortgrad.runtime.threads.training_threads`;
-        one for prediction. An int fixes it for both.
+        one for prediction, where the blocks of a large ``X`` are shared among Python
+        threads, as many as the cores other processes leave free
+        (:func:`~skl_ortgrad.runtime.threads.free_cores`). An int fixes it for both.
     """),
     "dtype": entry("np.float32 or np.float64", """
         Float type of the ONNX graph: its weights, the training computations and the

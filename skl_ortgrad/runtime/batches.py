@@ -10,10 +10,13 @@ buffers another way, such as the training program, never pays for them: about 12
 batch, 39 ms for 100k rows at batch 32). Shuffling quality is that of a full permutation
 per epoch.
 
-Sparse ``X`` is never densified whole: each epoch lays its stored values out in batch
-order once (:func:`_csr_rows`, one pass over them), then each batch's rows are written into
-a reused dense buffer by one scatter, after zeroing the values the batch before wrote
-there. scipy's row indexing and ``toarray`` per batch were most of a sparse epoch: per
+Sparse ``X`` is never densified whole. The training program reads the stored values of
+its batches by position in the matrix served, from where each row of the epoch's order
+starts and how many values it stores (:attr:`MiniBatchLoader.row_spans`, a pass over the
+rows only). The per-batch path lays the stored values out in batch order once per epoch
+(:func:`_csr_rows`, one pass over them, when first asked for), then each batch's rows are
+written into a reused dense buffer by one scatter, after zeroing the values the batch
+before wrote there. scipy's row indexing and ``toarray`` per batch were most of a sparse epoch: per
 batch of 32 rows, 43 -> 6 µs at 1,000 columns and 1% density, 783 -> 18 µs at 50,000
 columns and 0.1% (timeit), for about 1.5 ms of layout per epoch of 200k stored values.
 
@@ -152,7 +155,7 @@ class MiniBatchLoader:
             # Where each buffer holds a stored value: the next batch zeroes only those.
             self._written: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._order = np.arange(self.n_rows)
-        self._lay_out_unshuffled()
+        self._new_sources()
         self._pending = False
         self.generation = 0
         self._feeds: _LazyFeeds | None = None
@@ -198,20 +201,24 @@ class MiniBatchLoader:
         if not fits:
             return False
         self._sources, self._dense = sources, dense
-        self._lay_out_unshuffled()
+        self._new_sources()
         self.generation += 1
         self._update_scales()
         return True
 
-    def _lay_out_unshuffled(self) -> None:
-        """Sparse features served in their order: their layout, once per arrays (a
-        shuffling loader lays them out at every permutation instead)."""
-        if self._sparse and not self.shuffle:
-            self._sparse_rows = _csr_rows(self._sources[0], self._order)
+    def _new_sources(self) -> None:
+        """Forget what was derived from the arrays served before (sparse layouts)."""
+        self._padded_stored: tuple[np.ndarray, np.ndarray] | None = None
+        self._new_order()
+
+    def _new_order(self) -> None:
+        """Forget the layouts of the order before: each is made when first asked for."""
+        self._sparse_rows: tuple[np.ndarray, ...] | None = None
+        self._row_spans: tuple[np.ndarray, np.ndarray] | None = None
 
     def _fill_sparse(self, index: int) -> None:
         start, stop = self._bounds[index]
-        indptr, rows, columns, values = self._sparse_rows
+        indptr, rows, columns, values = self.sparse_rows
         first, last = indptr[start], indptr[stop]
         batch = self._x_batches[stop - start]
         if stop - start in self._written:
@@ -236,8 +243,7 @@ class MiniBatchLoader:
 
     def _permute(self, features: bool) -> None:
         self._order = self.random_state.permutation(self.n_rows)
-        if self._sparse:
-            self._sparse_rows = _csr_rows(self._sources[0], self._order)
+        self._new_order()
         # The features wait when not asked for (see fill_features).
         self._pending = not features and not self._sparse
         for source, buffer in list(zip(self._dense, self._buffers, strict=True))[
@@ -273,8 +279,35 @@ class MiniBatchLoader:
         """Sparse features: the stored values of the epoch's rows in batch order,
         ``(indptr, rows, columns, values)``: those of the ``i``-th row of :attr:`order`
         are ``indptr[i]:indptr[i + 1]``, ``rows`` gives each one's position in
-        :attr:`order`."""
+        :attr:`order`. Made once per order, when first asked for."""
+        if self._sparse_rows is None:
+            self._sparse_rows = _csr_rows(self._sources[0], self._order)
         return self._sparse_rows
+
+    @property
+    def row_spans(self) -> tuple[np.ndarray, np.ndarray]:
+        """Sparse features: where the stored values of each row of :attr:`order` start
+        in the arrays of :attr:`padded_stored`, and how many there are (int64): a pass
+        over the rows, none over the values (which :attr:`sparse_rows` makes)."""
+        if self._row_spans is None:
+            indptr = self._sources[0].indptr.astype(np.int64, copy=False)
+            starts = indptr[self._order]
+            self._row_spans = starts, indptr[self._order + 1] - starts
+        return self._row_spans
+
+    @property
+    def padded_stored(self) -> tuple[np.ndarray, np.ndarray]:
+        """Sparse features: the columns (int64) and values of the stored values, in the
+        order of the matrix served, each followed by a zero: position ``nnz`` reads
+        column 0 and value 0, the padding of a layout. Made once per arrays served."""
+        if self._padded_stored is None:
+            x = self._sources[0]
+            columns = np.zeros(x.nnz + 1, dtype=np.int64)
+            columns[:-1] = x.indices
+            values = np.zeros(x.nnz + 1, dtype=x.dtype)
+            values[:-1] = x.data
+            self._padded_stored = columns, values
+        return self._padded_stored
 
     @property
     def features(self) -> np.ndarray:

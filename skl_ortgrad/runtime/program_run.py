@@ -319,20 +319,28 @@ class SparseLinearProgramRun(LinearProgramRun):
                 self._vector([fetches[name] for name in self._outputs]))
 
     def _stored(self, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
-        """Columns and values of batches ``first .. first + count - 1``, ``[count, width,
-        b]``: row ``i`` of step ``j`` down ``[j, :, i]``, zeros after its last value."""
+        r"""Columns and values of batches ``first .. first + count - 1``, ``[count, width,
+        b]``: row ``i`` of step ``j`` down ``[j, :, i]``, zeros after its last value.
+
+        Gathered from the matrix served (:attr:`MiniBatchLoader.padded_stored`) at the
+        positions :math:`p_{jri} = o_{ji} + r` for :math:`r < \ell_{ji}`, the padding
+        position otherwise (:attr:`MiniBatchLoader.row_spans` give the start :math:`o`
+        and length :math:`\ell` of every row): no permuted copy of the stored values,
+        no scatter (20k rows of 100 stored values, an epoch's layouts: 43 -> 17 ms).
+        """
         b = self.program.batch_rows
-        indptr, rows, columns, values = self._loader.sparse_rows
+        row_starts, lengths = self._loader.row_spans
+        columns, values = self._loader.padded_stored
         start, stop = first * b, min((first + count) * b, self._loader.n_rows)
-        begin, end = indptr[start], indptr[stop]
-        width = max(1, int(np.diff(indptr[start:stop + 1]).max(initial=0)))
-        owner = rows[begin:end]
-        step, row = np.divmod(owner - start, b)
-        rank = np.arange(begin, end) - indptr[owner]
-        # One flat index per value: step, then rank, then row (C order of the layout).
-        place = (step * width + rank) * b + row
-        laid_columns = np.zeros(count * width * b, dtype=np.int64)
-        laid_values = np.zeros(count * width * b, dtype=self.program.dtype)
-        laid_columns[place] = columns[begin:end]
-        laid_values[place] = values[begin:end]
-        return (laid_columns.reshape(count, width, b), laid_values.reshape(count, width, b))
+        # Rows past the last one (a short last call) store nothing.
+        origin = np.zeros(count * b, dtype=np.int64)
+        length = np.zeros(count * b, dtype=np.int64)
+        origin[:stop - start] = row_starts[start:stop]
+        length[:stop - start] = lengths[start:stop]
+        width = max(1, int(length.max()))
+        rank = np.arange(width, dtype=np.int64).reshape(1, width, 1)
+        shape = (count, 1, b)
+        positions = np.where(rank < length.reshape(shape), origin.reshape(shape) + rank,
+                             len(columns) - 1)
+        return (columns.take(positions),
+                values.take(positions).astype(self.program.dtype, copy=False))

@@ -45,3 +45,19 @@ def test_fit_refuses_continuous_labels_in_scikit_learns_words():
     X = np.arange(8.0).reshape(4, 2)
     with pytest.raises(ValueError, match="Unknown label type: continuous"):
         OnnxSGDClassifier(max_iter=1, tol=None).fit(X, [0.5, 1.0, 0.5, 1.0])
+
+
+@pytest.mark.parametrize("classes", [
+    np.array([0, 1]), np.array([-3, 7], dtype=np.int8), np.array([False, True]),
+    np.array([-1.0, 1.0]), np.array(["no", "yes"]), np.array(["a", "bb"], dtype=object),
+], ids=lambda classes: f"{classes.dtype}-{classes}")
+def test_binary_labels_are_the_classes_of_the_scores_signs(classes):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 3))
+    y = classes[(X[:, 0] > 0).astype(int)]
+    model = OnnxSGDClassifier(max_iter=3, tol=None, random_state=0).fit(X, y)
+    labels = model.predict(X)
+    assert labels.dtype == model.classes_.dtype
+    expected = np.where(model.decision_function(X) > 0, classes[1], classes[0])
+    assert labels.tolist() == expected.tolist()
+    assert set(labels.tolist()) == set(classes.tolist())

@@ -4,6 +4,7 @@ predictions that overflow float32 are computed again in float64."""
 
 import re
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from skl_ortgrad import (
     OnnxSGDRegressor,
 )
 from skl_ortgrad.estimators.finite_input import _cast_checked
-from skl_ortgrad.runtime import blocks
+from skl_ortgrad.runtime import blocks, threads
 from skl_ortgrad.runtime.sessions import io_names
 
 RNG = np.random.default_rng(0)
@@ -47,7 +48,7 @@ def small_blocks(monkeypatch):
     many blocks, shared by 3 threads."""
     monkeypatch.setattr(blocks, "BLOCK_VALUES", 1)
     monkeypatch.setattr(blocks, "THREAD_VALUES", 100)
-    monkeypatch.setattr(blocks, "usable_cores", lambda: 3)
+    monkeypatch.setattr(blocks, "free_cores", lambda: 3)
 
 
 def _one_run(model, data):
@@ -85,7 +86,7 @@ def test_blocks_and_threads_give_one_runs_results(small_blocks, dtype, order):
 
 
 def test_threads_by_size_and_cores(monkeypatch):
-    monkeypatch.setattr(blocks, "usable_cores", lambda: 4)
+    monkeypatch.setattr(blocks, "free_cores", lambda: 4)
     size = blocks.THREAD_VALUES
     assert blocks.block_threads(size - 1) == 1
     assert blocks.block_threads(3 * size) == 3
@@ -97,30 +98,50 @@ def test_threads_by_size_and_cores(monkeypatch):
 
 def test_usable_cores_follow_omp_num_threads(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    cores = blocks.usable_cores()
+    cores = threads.usable_cores()
     assert cores >= 1
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert blocks.usable_cores() == 1
+    assert threads.usable_cores() == 1
     monkeypatch.setenv("OMP_NUM_THREADS", "not a number")
-    assert blocks.usable_cores() == cores
+    assert threads.usable_cores() == cores
 
 
-def test_shares_of_blocks_run_in_threads_and_errors_come_back():
+def test_blocks_go_to_free_threads_once_each_and_errors_come_back():
     seen = {}
+    first_taken = threading.Event()
 
     def work(index, share):
-        seen[index] = (list(share), threading.get_ident())
+        if index:
+            first_taken.wait()
+        for start in share:
+            seen[start] = (index, threading.get_ident())
+            if index == 0:
+                first_taken.set()
+                time.sleep(0.2)  # a busy calling thread: the helpers take the rest
 
-    blocks.share_blocks(range(0, 10, 2), 3, work)
-    assert [seen[k][0] for k in range(3)] == [[0], [2, 4], [6, 8]]
-    assert seen[0][1] == threading.get_ident() != seen[1][1]
+    blocks.share_blocks(range(0, 20, 2), 3, work)
+    assert sorted(seen) == list(range(0, 20, 2))
+    by_thread = {}
+    for index, ident in seen.values():
+        by_thread.setdefault(index, set()).add(ident)
+    assert by_thread[0] == {threading.get_ident()}
+    # A thread per index, at most 3.
+    assert all(len(idents) == 1 for idents in by_thread.values())
+    assert len(set.union(*by_thread.values())) == len(by_thread) <= 3
+    assert sum(index == 0 for index, _ in seen.values()) == 1
+
+    ran = []
 
     def fail(index, share):
-        if index == 2:
-            raise KeyError("share 2")
+        for start in share:
+            ran.append(start)
+            if start == 2:
+                raise KeyError("block 2")
+            time.sleep(0.001)
 
-    with pytest.raises(KeyError, match="share 2"):
-        blocks.share_blocks(range(5), 3, fail)
+    with pytest.raises(KeyError, match="block 2"):
+        blocks.share_blocks(range(100), 3, fail)
+    assert len(ran) < 50  # no block handed out after the failure
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -13,6 +13,34 @@ def test_small_steps_take_one_thread_large_ones_every_core(monkeypatch):
     assert threads.training_threads(threads.PARALLEL_WORK) == 4
 
 
+@pytest.mark.parametrize(("loadavg", "expected"), [
+    ("0.10 0.20 0.30 1/120 4321\n", 4),  # only the calling thread runs: every core
+    ("2.00 1.50 1.00 3/120 4321\n", 2),  # two other threads run
+    ("9.00 8.00 7.00 12/120 4321\n", 1),  # busier than the cores: still one
+    ("not the format", 4),
+    (None, 4),  # no such file (not Linux)
+])
+def test_free_cores_leave_the_cores_other_threads_run_on(monkeypatch, tmp_path, loadavg,
+                                                         expected):
+    monkeypatch.setattr(threads, "usable_cores", lambda: 4)
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 4)
+    path = tmp_path / "loadavg"
+    if loadavg is not None:
+        path.write_text(loadavg, encoding="ascii")
+    monkeypatch.setattr(threads, "LOADAVG", str(path))
+    assert threads.free_cores() == expected
+
+
+def test_free_cores_count_the_whole_machine_against_the_usable_ones(monkeypatch, tmp_path):
+    """Threads running on cores the process may not use leave its own free."""
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 16)
+    path = tmp_path / "loadavg"
+    path.write_text("5.0 5.0 5.0 7/300 1\n", encoding="ascii")
+    monkeypatch.setattr(threads, "LOADAVG", str(path))
+    assert threads.free_cores() == 2
+
+
 @pytest.mark.parametrize(("make", "features", "expected"), [
     # 3 x (784*256 + 256 + 256*128 + 128 + 128*10 + 10) x 200 = 141M: every core
     (lambda: OnnxMLPClassifier(hidden_layer_sizes=(256, 128), max_iter=1), 784, "cores"),
