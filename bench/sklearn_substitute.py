@@ -13,9 +13,9 @@ or any test module, it replaces four attributes:
 
 ``skl_ortgrad`` and ``skl2onnx`` are imported first: their converters and persistence
 code bind scikit-learn's real classes by name at import (skl2onnx conversion, state
-decoding), and they must keep those. scikit-learn's private modules (``_stochastic_gradient``, ``_multilayer_perceptron``)
-are left alone: the tests do not take the estimators from there, and our package and
-skl2onnx rely on them.
+decoding), and they must keep those. scikit-learn's private modules
+(``_stochastic_gradient``, ``_multilayer_perceptron``) are left alone: the tests do not
+take the estimators from there, and our package and skl2onnx rely on them.
 
 Tests that exercise something other than these four estimators are skipped with a reason
 starting with :data:`NOT_APPLICABLE` (see :func:`not_applicable_reason`). Every test's

@@ -21,7 +21,7 @@ import onnx
 from sklearn.base import BaseEstimator, is_classifier
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
-from sklearn.model_selection import train_test_split
+from sklearn.model_selection import ShuffleSplit, StratifiedShuffleSplit
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
@@ -36,7 +36,6 @@ from skl_ortgrad.exceptions import ConvergenceError
 from skl_ortgrad.gradient.backend import BACKEND_NAMES, resolve_backend
 from skl_ortgrad.graph.cut import select_model_output
 from skl_ortgrad.runtime.devices import device_providers, parse_device
-from skl_ortgrad.runtime.random_state import check_random_state
 from skl_ortgrad.runtime.threads import training_threads
 from skl_ortgrad.training.snapshot import OptimizerSnapshot
 
@@ -404,8 +403,11 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
                 multi_output=self._multi_output, ensure_min_samples=1,
             )
             if sample_weight is not None:
+                # All zero is refused by the split with scikit-learn's message, which
+                # names the validation rows.
                 sample_weight = _check_sample_weight(
-                    sample_weight, X, dtype=np.float64, ensure_non_negative=True
+                    sample_weight, X, dtype=np.float64, ensure_non_negative=True,
+                    allow_all_zero_weights=bool(self.early_stopping and not partial),
                 )
                 check_dtype_range(sample_weight, dtype, "sample_weight")
                 sample_weight = sample_weight.astype(dtype)
@@ -516,15 +518,24 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
                              "validation: too few for early stopping.")
 
     def _validation_split(self, X: Any, targets: np.ndarray, sample_weight: Any, y: Any) -> tuple:
-        """(X, X_val, targets, targets_val, sample_weight, y_val, sample_weight_val): the
-        rows of both parts keep their order (scikit-learn's validation mask), so
-        ``shuffle=False`` trains on the rows in the order given."""
-        stratify = y if getattr(self, "_stratify_validation", False) else None
-        train, validation = train_test_split(
-            np.arange(X.shape[0]), test_size=self.validation_fraction, stratify=stratify,
-            random_state=check_random_state(self.random_state).randint(np.iinfo(np.int32).max),
+        """(X, X_val, targets, targets_val, sample_weight, y_val, sample_weight_val).
+
+        scikit-learn's SGD split: ``ShuffleSplit``, or ``StratifiedShuffleSplit`` on
+        :meth:`_stratification`, seeded with ``random_state`` itself (a ``RandomState``
+        is drawn from before the shuffles, as scikit-learn's is), so that both pick the
+        same rows. The rows of both parts keep their order (scikit-learn's validation
+        mask): ``shuffle=False`` trains on the rows in the order given.
+        """
+        stratify = self._stratification(y, targets)
+        splitter = ShuffleSplit if stratify is None else StratifiedShuffleSplit
+        train, validation = next(
+            splitter(test_size=self.validation_fraction, random_state=self.random_state)
+            .split(np.zeros((X.shape[0], 1)), stratify)
         )
         train, validation = np.sort(train), np.sort(validation)
+        if sample_weight is not None and not np.any(sample_weight[validation] > 0):
+            raise ValueError("The sample weights for validation set are all zero, consider "
+                             "using a different random state.")
         if validation.shape[0] < 2:
             raise ValueError(self._too_small_validation.format(
                 fraction=self.validation_fraction, rows=validation.shape[0]))
@@ -533,6 +544,11 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
             sample_weight[train], sample_weight[validation])
         return (X[train], X[validation], targets[train], targets[validation], weights[0],
                 y[validation], weights[1])
+
+    def _stratification(self, y: Any, targets: np.ndarray) -> Any:
+        """The labels the early-stopping split keeps in proportion: none (regressors);
+        classifiers override it."""
+        return None
 
     def _validation_score(self, X: Any, y: Any, sample_weight: Any) -> float:
         """The mixins' :meth:`score` (accuracy or R²) on the validation rows, weighted as

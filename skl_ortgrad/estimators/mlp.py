@@ -439,10 +439,10 @@ class OnnxMLPClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxMLP):
         return (getattr(self, "out_activation_", None) == "logistic"
                 and getattr(self, "n_outputs_", 1) > 1)
 
-    @property
-    def _stratify_validation(self) -> bool:  # type: ignore[override]
-        # scikit-learn stratifies the early-stopping split of single-output targets only.
-        return not self._multilabel()
+    def _stratification(self, y: Any, targets: np.ndarray) -> Any:
+        """scikit-learn's MLPClassifier stratifies on its binarized labels (the rows of
+        booleans of the output layer's targets), and not multilabel targets."""
+        return None if self._multilabel() else targets.astype(bool)
 
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
         """Labels as the loss reads them, and on the first call the classes and the

@@ -552,8 +552,10 @@ class Trainer(HoldsTrainingState):
         objective = stopping.monitored == "training objective"
         groups = EpochGroups.allowed(epochs, X_val is not None, progress.silent, self.tol,
                                      self.n_iter_no_change)
+        # The program's threshold does not depend on validation: a fit with early
+        # stopping and one without train the same rows alike, bit for bit.
         program = transient(self).programs.bound(
-            setup, self.state_, self.penalized(), loader, weighted, grouped=groups,
+            setup, self.state_, self.penalized(), loader, weighted, several=epochs > 1,
             norms=objective)
         return _Call(setup, loader, weighted, progress, stopping, program,
                      groups and type(program) is LinearProgramRun, objective)
