@@ -613,7 +613,8 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
         optimizer = self.optimizer_
         new_losses = optimizer.train_losses_[before:]
         self.loss_curve_ = list(optimizer.train_losses_)
-        self.n_iter_ = (self.n_iter_ + len(new_losses)) if partial else len(new_losses)
+        # The epochs of this call, partial_fit's one included, as scikit-learn counts.
+        self.n_iter_ = len(new_losses)
         self.t_ = optimizer.t_
         self._set_fitted_attributes(
             dict(zip(optimizer.weights_to_train_, optimizer.served_weights(), strict=True))

@@ -296,8 +296,8 @@ SGD: dict[str, Entry] = {
 
 _SGD_FITTED: dict[str, Entry] = {
     "n_iter_": entry("int", """
-        Epochs run by the last ``fit`` (those before the ``tol`` rule stopped it, or
-        ``max_iter``); every ``partial_fit`` call adds one.
+        Epochs run by the last call: those of ``fit`` (until the ``tol`` rule stopped
+        it, or ``max_iter``), 1 after ``partial_fit``, as scikit-learn's.
     """),
     "t_": entry("float", """
         Samples seen plus one, the :math:`t` of the schedules: ``n_iter_ * n_samples +
@@ -478,8 +478,8 @@ def mlp_attributes(classifier: bool) -> dict[str, Entry]:
         """),
         "out_activation_": entry("str", f"Activation of the output layer: {output}."),
         "n_iter_": entry("int", """
-            Epochs run by the last ``fit`` ('lbfgs': its iterations); every
-            ``partial_fit`` call adds one.
+            Epochs run by the last call: those of ``fit`` ('lbfgs': its iterations),
+            1 after ``partial_fit``, as scikit-learn's.
         """),
         "t_": entry("int", "Training samples seen, as scikit-learn's ``t_``."),
         "loss_": entry("float", """

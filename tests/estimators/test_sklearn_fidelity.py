@@ -3,13 +3,18 @@ stopping split, ``n_iter_`` after ``partial_fit``, the cumulative L1 penalty, th
 objective with sample weights, the MLP's best validation weights; each against
 scikit-learn or a numpy reference."""
 
+import warnings
+
 import numpy as np
 import pytest
-from sklearn.datasets import load_diabetes, load_iris
+from sklearn.base import is_classifier
+from sklearn.datasets import load_breast_cancer, load_diabetes, load_iris
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import SGDClassifier, SGDRegressor
+from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.preprocessing import StandardScaler
 
-from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
+from skl_ortgrad import OnnxMLPClassifier, OnnxMLPRegressor, OnnxSGDClassifier, OnnxSGDRegressor
 
 
 def _scaled(load, rows):
@@ -40,3 +45,29 @@ def test_early_stopping_refuses_zero_weights_on_the_validation_rows_in_sklearn_w
                            r"zero, consider using a different random state\.$"):
             estimator(early_stopping=True, validation_fraction=0.4, random_state=0).fit(
                 X, y, sample_weight=np.zeros(len(y)))
+
+
+@pytest.mark.parametrize(("ours", "theirs"), [
+    (OnnxSGDClassifier, SGDClassifier), (OnnxSGDRegressor, SGDRegressor),
+    (OnnxMLPClassifier, MLPClassifier), (OnnxMLPRegressor, MLPRegressor)],
+    ids=lambda c: c.__name__)
+def test_n_iter_counts_the_epochs_of_the_last_call_like_scikit_learn(ours, theirs):
+    """After three ``partial_fit`` calls ``n_iter_`` is 1 (the epoch of the last call) and
+    ``t_`` counts every sample, as scikit-learn's; a warm-started ``fit`` counts its own."""
+    X, y = _scaled(load_breast_cancer, 60)
+    models = []
+    for estimator in (theirs, ours):
+        model = estimator()
+        extra = {"classes": [0, 1]} if is_classifier(model) else {}
+        for _ in range(3):
+            model.partial_fit(X, y, **extra)
+        models.append(model)
+    assert models[1].n_iter_ == models[0].n_iter_ == 1
+    assert models[1].t_ == models[0].t_
+    for model in models:
+        model.set_params(warm_start=True, max_iter=4, tol=None if "SGD" in theirs.__name__
+                         else 1e-4)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model.fit(X, y)
+    assert models[1].n_iter_ == models[0].n_iter_ == 4
