@@ -31,6 +31,7 @@ from skl_ortgrad.estimators.parameter_docs import SGD, class_docstring, entry, s
 from skl_ortgrad.estimators.sgd_parameters import (
     CLASSIFICATION_LOSSES,
     REGRESSION_LOSSES,
+    loss_functions,
     sgd_learning_rate,
     sgd_loss,
     sgd_penalty,
@@ -294,9 +295,36 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
         super()._sync(partial, before)
         # scikit-learn's t_ counts samples from 1, as the optimizer does.
         self.t_ = float(self.optimizer_.t_)
+        self._set_average_attributes()
+
+    #: scikit-learn's attributes of averaged SGD: the weights of the last step and their
+    #: average, present with ``average`` only (its tests read them).
+    _AVERAGE_ATTRIBUTES = ("_standard_coef", "_standard_intercept", "_average_coef",
+                           "_average_intercept")
+
+    def _set_average_attributes(self) -> None:
+        """With ``average``, ``_standard_coef`` / ``_standard_intercept`` (the weights of
+        the last step) and ``_average_coef`` / ``_average_intercept`` (their average,
+        the weights of ``coef_`` once averaging started), shaped as ``coef_`` and
+        ``intercept_``; without it, none of them."""
+        for name in self._AVERAGE_ATTRIBUTES:
+            self.__dict__.pop(name, None)
+        if not self.average:
+            return
+        optimizer, served = self.optimizer_, (self.coef_, self.intercept_)
+        for kind, weights in (("_standard", optimizer.weights_),
+                              ("_average", optimizer.state_.served(True))):
+            self._set_fitted_attributes(
+                dict(zip(optimizer.weights_to_train_, weights, strict=True)))
+            setattr(self, f"{kind}_coef", self.coef_)
+            setattr(self, f"{kind}_intercept", self.intercept_)
+        self.coef_, self.intercept_ = served
 
 
 class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
+    #: The string losses (scikit-learn's table of the same name).
+    loss_functions: ClassVar[dict] = loss_functions(REGRESSION_LOSSES)
+
     _parameter_constraints: ClassVar[dict] = {
         **BaseOnnxEstimator._parameter_constraints,
         **SGDRegressor._parameter_constraints,
@@ -430,6 +458,8 @@ _PROBABILISTIC = {"log_loss", "modified_huber"}
 
 class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
     _regression_only = False
+    #: The string losses (scikit-learn's table of the same name).
+    loss_functions: ClassVar[dict] = loss_functions(CLASSIFICATION_LOSSES)
 
     _parameter_constraints: ClassVar[dict] = {
         **BaseOnnxEstimator._parameter_constraints,

@@ -45,6 +45,8 @@ REGRESSION_LOSSES = ("squared_error", "huber", "epsilon_insensitive",
                      "squared_epsilon_insensitive")
 CLASSIFICATION_LOSSES = ("hinge", "log_loss", "modified_huber", "squared_hinge",
                          "perceptron", *REGRESSION_LOSSES)
+#: scikit-learn's default ``epsilon``.
+DEFAULT_EPSILON = 0.1
 # Losses whose parameter is scikit-learn's ``epsilon``.
 _EPSILON_LOSSES = {"huber", "epsilon_insensitive", "squared_epsilon_insensitive"}
 # Largest second derivative of the smooth losses (kind -> c). The piecewise linear ones
@@ -98,6 +100,17 @@ def sgd_loss(loss: str | BaseLearningLoss, epsilon: float) -> BaseLearningLoss:
         return NegLogLearningLoss(eps=0.0)
     params = {"epsilon": float(epsilon)} if loss in _EPSILON_LOSSES else {}
     return BaseLearningLoss.select(loss, **params)
+
+
+def loss_functions(names: tuple[str, ...]) -> dict[str, tuple[Any, ...]]:
+    """scikit-learn's class attribute ``loss_functions`` for the loss ``names``: each
+    name -> (the loss class, then the values of its parameters at the default
+    ``epsilon``), as scikit-learn's (name -> Cython loss class, then its arguments)."""
+    table = {}
+    for name in names:
+        loss = sgd_loss(name, DEFAULT_EPSILON)
+        table[name] = (type(loss), *loss.get_params().values())
+    return table
 
 
 def sgd_penalty(

@@ -71,3 +71,36 @@ def test_n_iter_counts_the_epochs_of_the_last_call_like_scikit_learn(ours, their
             warnings.simplefilter("ignore", ConvergenceWarning)
             model.fit(X, y)
     assert models[1].n_iter_ == models[0].n_iter_ == 4
+
+
+@pytest.mark.parametrize(("ours", "theirs"), [
+    (OnnxSGDClassifier, SGDClassifier), (OnnxSGDRegressor, SGDRegressor)],
+    ids=["classifier", "regressor"])
+def test_loss_functions_names_scikit_learns_losses(ours, theirs):
+    """The class table ``loss_functions`` has scikit-learn's names; each entry builds the
+    loss the estimator trains with (class, then its parameters at ``epsilon=0.1``)."""
+    assert sorted(ours.loss_functions) == sorted(theirs.loss_functions)
+    for name, (cls, *args) in ours.loss_functions.items():
+        assert type(ours(loss=name)._loss()) is cls
+        assert cls(*args).get_params() == ours(loss=name)._loss().get_params()
+    assert ours.loss_functions["huber"][1] == theirs.loss_functions["huber"][1] == 0.1
+
+
+@pytest.mark.parametrize(("ours", "theirs"), [
+    (OnnxSGDClassifier, SGDClassifier), (OnnxSGDRegressor, SGDRegressor)],
+    ids=["classifier", "regressor"])
+def test_averaged_sgd_keeps_scikit_learns_standard_and_average_weights(ours, theirs):
+    X, y = _scaled(load_iris if ours is OnnxSGDClassifier else load_diabetes, 150)
+    y = y if ours is OnnxSGDClassifier else (y - 150) / 80
+    params = {"average": 20, "shuffle": False, "max_iter": 2, "tol": None, "eta0": 0.01,
+              "learning_rate": "constant"}
+    reference = theirs(**params).fit(X, y)
+    model = ours(**params, batch_size=1, dtype=np.float64).fit(X, y)
+    for name in ("_standard_coef", "_standard_intercept", "_average_coef",
+                 "_average_intercept"):
+        np.testing.assert_allclose(getattr(model, name), getattr(reference, name),
+                                   rtol=1e-10, atol=1e-12, err_msg=name)
+    np.testing.assert_array_equal(model.coef_, model._average_coef)
+    assert not np.allclose(model._standard_coef, model._average_coef)
+    model.set_params(average=False).fit(X, y)
+    assert not any(hasattr(model, name) for name in ("_standard_coef", "_average_coef"))
