@@ -125,8 +125,10 @@ def sgd_penalty(
     if penalty == "elasticnet" and l1_ratio is None:
         raise ValueError("l1_ratio must be set when penalty is 'elasticnet'")
     ratio = float(l1_ratio) if penalty == "elasticnet" else _L1_RATIO[penalty]
+    # scikit-learn's cumulative L1 penalty, after each step (exact zeros).
     return ElasticLearningPenalty(
-        l1=float(alpha) * ratio, l2=float(alpha) * (1.0 - ratio), rows=int(rows)
+        l1=float(alpha) * ratio, l2=float(alpha) * (1.0 - ratio), rows=int(rows),
+        cumulative=True,
     )
 
 

@@ -209,7 +209,8 @@ class ProgramCache:
         (generic program) full batches, the update of plain SGD, momentum (Nesterov's or
         not) or Adam (possibly in a ``ScaledLearningRate``; the linear program: plain SGD
         only; momentum and Adam up to ``PROGRAM_MAX_STATE`` trained values, with their
-        state packed), no penalty or the elastic one, no averaging, ``verbose < 2`` (no
+        state packed), no penalty or the elastic one (not its cumulative L1 part, which
+        runs per batch), no averaging, ``verbose < 2`` (no
         per-batch report), and the stock per-batch pieces (:data:`PROGRAM_PIECES`).
         ``norms``: the program also writes the norms of the penalized weights (the
         ``tol`` rule watches the objective). The program and its session are built once
@@ -229,6 +230,7 @@ class ProgramCache:
             or OrtGradientStep.run is not PROGRAM_PIECES["run"]
             or type(inner).stepper not in PROGRAM_PIECES["rates"]
             or type(penalty).stepper not in PROGRAM_PIECES["penalties"]
+            or penalty.applies_after_step()
             or (inner.states_per_weight
                 and sum(w.size for w in state.weights) > PROGRAM_MAX_STATE)
         ):

@@ -104,3 +104,30 @@ def test_averaged_sgd_keeps_scikit_learns_standard_and_average_weights(ours, the
     assert not np.allclose(model._standard_coef, model._average_coef)
     model.set_params(average=False).fit(X, y)
     assert not any(hasattr(model, name) for name in ("_standard_coef", "_average_coef"))
+
+
+@pytest.mark.parametrize("penalty", ["l1", "elasticnet"])
+@pytest.mark.parametrize(("ours", "theirs", "load"), [
+    (OnnxSGDClassifier, SGDClassifier, load_breast_cancer),
+    (OnnxSGDClassifier, SGDClassifier, load_iris),
+    (OnnxSGDRegressor, SGDRegressor, load_diabetes)],
+    ids=["binary", "multiclass", "regressor"])
+def test_cumulative_l1_penalty_is_scikit_learns(ours, theirs, load, penalty):
+    """Per sample in float64, 'l1' and 'elasticnet' give scikit-learn's weights, exact
+    zeros included, after a fit and after partial_fit calls (each starting its totals
+    afresh, as scikit-learn's)."""
+    X, y = _scaled(load, 150)
+    y = y if ours is OnnxSGDClassifier else (y - 150) / 80
+    params = {"penalty": penalty, "alpha": 0.01, "shuffle": False, "max_iter": 5,
+              "tol": None, "eta0": 0.01, "learning_rate": "constant"}
+    reference = theirs(**params).fit(X, y)
+    model = ours(**params, batch_size=1, dtype=np.float64).fit(X, y)
+    np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(model.coef_ == 0, reference.coef_ == 0)
+    extra = {"classes": np.unique(y)} if ours is OnnxSGDClassifier else {}
+    for _ in range(2):
+        reference.partial_fit(X, y, **extra)
+        model.partial_fit(X, y, **extra)
+    np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
+    if penalty == "l1" and load is not load_diabetes:
+        assert (reference.coef_ == 0).any()
