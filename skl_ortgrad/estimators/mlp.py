@@ -181,7 +181,23 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
 
     def _solve(self, data: tuple[list[Any], bool], X_val: Any, y_val: Any, scorer: Any) -> None:
         if self.solver != "lbfgs":
-            super()._solve(data, X_val, y_val, scorer)
+            if scorer is None:
+                super()._solve(data, X_val, y_val, scorer)
+                return
+            # scikit-learn's MLPs end early stopping at the weights of the best
+            # validation score (the first of equal ones), not at the last epoch's.
+            best: dict[str, Any] = {"score": -np.inf, "weights": None}
+
+            def scored(*args: Any) -> float:
+                score = scorer(*args)
+                if score > best["score"]:
+                    best["score"] = score
+                    best["weights"] = [w.copy() for w in self.optimizer_.weights_]
+                return score
+
+            super()._solve(data, X_val, y_val, scored)
+            if best["weights"] is not None:
+                self.optimizer_.state_.set_weights(best["weights"])
             return
         # Imported here: it loads onnxruntime, which ``import skl_ortgrad`` does not.
         from skl_ortgrad.training.lbfgs import fit_lbfgs

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.base import is_classifier
-from sklearn.datasets import load_breast_cancer, load_diabetes, load_iris
+from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits, load_iris
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import SGDClassifier, SGDRegressor
 from sklearn.neural_network import MLPClassifier, MLPRegressor
@@ -131,3 +131,34 @@ def test_cumulative_l1_penalty_is_scikit_learns(ours, theirs, load, penalty):
     np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
     if penalty == "l1" and load is not load_diabetes:
         assert (reference.coef_ == 0).any()
+
+
+@pytest.mark.parametrize("estimator", [MLPClassifier, OnnxMLPClassifier],
+                         ids=lambda c: c.__name__)
+def test_mlp_early_stopping_ends_at_the_best_validation_weights(estimator):
+    """scikit-learn's MLPs (and ours) end early stopping with the weights of the epoch of
+    the best validation score, those of a fit stopped at that epoch; a refit without
+    early stopping resets the validation attributes."""
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:400] / 16, y[:400]
+    params = {"hidden_layer_sizes": (8,), "early_stopping": True, "random_state": 0,
+              "max_iter": 60, "learning_rate_init": 0.5, "n_iter_no_change": 3,
+              "solver": "sgd", "momentum": 0.9}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = estimator(**params).fit(X, y)
+        scores = model.validation_scores_
+        best = int(np.argmax(scores))
+        assert scores[-1] < scores[best] == model.best_validation_score_
+        at_best = estimator(**{**params, "max_iter": best + 1, "tol": 0.0,
+                               "n_iter_no_change": 100}).fit(X, y)
+    assert at_best.validation_scores_ == scores[:best + 1]
+    for got, expected in zip(model.coefs_ + model.intercepts_,
+                             at_best.coefs_ + at_best.intercepts_, strict=True):
+        np.testing.assert_array_equal(got, expected)
+    model.set_params(early_stopping=False, max_iter=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, y)
+    assert model.validation_scores_ is None and model.best_validation_score_ is None
+    assert model.best_loss_ == min(model.loss_curve_)
