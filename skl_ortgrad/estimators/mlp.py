@@ -286,6 +286,11 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
             self.best_loss_ = None
         else:
             self.validation_scores_ = self.best_validation_score_ = None
+        if self.solver != "lbfgs":
+            # scikit-learn's count of epochs without improvement by tol, at the end of
+            # the call (n_iter_no_change + 1 when the rule stopped it).
+            self._no_improvement_count = int(
+                getattr(self.optimizer_, "no_improvement_count_", 0))
 
 
 def _store(estimator: BaseOnnxEstimator, params: dict[str, Any]) -> None:

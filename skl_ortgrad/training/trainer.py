@@ -216,6 +216,9 @@ class Trainer(HoldsTrainingState):
     epochs_completed_ : int
         Complete epochs of the last :meth:`fit` or :meth:`partial_fit`, kept up to date
         while training, so it is right after an interruption or a divergence.
+    no_improvement_count_ : int
+        Epochs in a row that ended without improving by ``tol``, at the end of the last
+        call (the ``tol`` rule's count; 0 without the rule).
     train_losses_, validation_losses_ : list of float
         Mean loss per epoch (validation: per evaluation), the terms of a penalty that is
         part of the loss included (``loss_term``); with sample weights, as
@@ -534,6 +537,7 @@ class Trainer(HoldsTrainingState):
             raise
         finally:
             call.progress.close(reason, self.epochs_completed_)
+            self.no_improvement_count_ = call.stopping.no_improvement
 
     def _call(self, data: tuple[list[Any], bool], epochs: int, X_val: Any,
               val_scorer: Any, partial: bool) -> _Call:

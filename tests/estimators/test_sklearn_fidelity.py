@@ -162,3 +162,19 @@ def test_mlp_early_stopping_ends_at_the_best_validation_weights(estimator):
         model.fit(X, y)
     assert model.validation_scores_ is None and model.best_validation_score_ is None
     assert model.best_loss_ == min(model.loss_curve_)
+
+
+@pytest.mark.parametrize("estimator", [MLPClassifier, OnnxMLPClassifier],
+                         ids=lambda c: c.__name__)
+def test_mlp_counts_the_epochs_without_improvement_like_scikit_learn(estimator):
+    """``_no_improvement_count``: n_iter_no_change + 1 when the tol rule stopped the fit;
+    with a tolerance no epoch meets, every epoch after the first."""
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:100] / 16, y[:100] % 2
+    model = estimator(tol=0.01, max_iter=3000, solver="sgd", n_iter_no_change=4,
+                      random_state=0).fit(X, y)
+    assert model._no_improvement_count == 5 and model.n_iter_ < 3000
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.set_params(tol=1e9, max_iter=30, n_iter_no_change=np.inf).fit(X, y)
+    assert model.n_iter_ == 30 and model._no_improvement_count == 29
