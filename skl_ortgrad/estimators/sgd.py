@@ -10,9 +10,10 @@ from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
+import scipy.sparse as sp
 from onnx import helper as onnx_helper
 from onnx import numpy_helper
-from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.base import ClassifierMixin, RegressorMixin, is_classifier
 from sklearn.linear_model import (
     LinearRegression,
     LogisticRegression,
@@ -22,6 +23,7 @@ from sklearn.linear_model import (
 from sklearn.utils import compute_class_weight
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.validation import check_is_fitted
 
 from skl_ortgrad._cache import freeze
 from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, numeric_targets
@@ -296,6 +298,30 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
         # scikit-learn's t_ counts samples from 1, as the optimizer does.
         self.t_ = float(self.optimizer_.t_)
         self._set_average_attributes()
+
+    def sparsify(self) -> _BaseOnnxSGD:
+        """Store ``coef_`` as a ``scipy.sparse`` CSR matrix, as scikit-learn's
+        ``sparsify`` does: less memory for mostly-zero coefficients (an L1 penalty).
+
+        Predictions read the trained graph and are unchanged; :meth:`densify` goes back,
+        and the next fit sets a dense ``coef_``.
+        """
+        check_is_fitted(self, "optimizer_")
+        self.coef_ = sp.csr_matrix(self.coef_)
+        return self
+
+    def densify(self) -> _BaseOnnxSGD:
+        """Store ``coef_`` as a dense array again (after :meth:`sparsify`)."""
+        check_is_fitted(self, "optimizer_")
+        self.coef_ = self._dense_coef()
+        return self
+
+    def _dense_coef(self) -> np.ndarray:
+        """``coef_`` dense, of its fitted shape (after :meth:`sparsify` too)."""
+        if not sp.issparse(self.coef_):
+            return self.coef_
+        dense = self.coef_.toarray()
+        return dense if is_classifier(self) else dense.ravel()
 
     #: scikit-learn's attributes of averaged SGD: the weights of the last step and their
     #: average, present with ``average`` only (its tests read them).

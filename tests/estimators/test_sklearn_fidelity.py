@@ -3,13 +3,16 @@ stopping split, ``n_iter_`` after ``partial_fit``, the cumulative L1 penalty, th
 objective with sample weights, the MLP's best validation weights; each against
 scikit-learn or a numpy reference."""
 
+import pickle
 import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
+from skl2onnx import to_onnx
 from sklearn.base import is_classifier
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits, load_iris
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.linear_model import SGDClassifier, SGDRegressor
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.preprocessing import StandardScaler
@@ -178,3 +181,23 @@ def test_mlp_counts_the_epochs_without_improvement_like_scikit_learn(estimator):
         warnings.simplefilter("ignore", ConvergenceWarning)
         model.set_params(tol=1e9, max_iter=30, n_iter_no_change=np.inf).fit(X, y)
     assert model.n_iter_ == 30 and model._no_improvement_count == 29
+
+
+@pytest.mark.parametrize("ours", [OnnxSGDClassifier, OnnxSGDRegressor],
+                         ids=lambda c: c.__name__)
+def test_sparsify_and_densify_keep_predictions_like_scikit_learn(ours):
+    X, y = _scaled(load_iris, 150)
+    y = y if ours is OnnxSGDClassifier else y / 2.0
+    model = ours(penalty="l1", alpha=0.05, random_state=0, max_iter=5, tol=None).fit(X, y)
+    dense, predicted = model.coef_.copy(), model.predict(X)
+    assert sp.issparse(model.sparsify().coef_)
+    np.testing.assert_array_equal(model.coef_.toarray().ravel(), dense.ravel())
+    restored = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(restored.predict(X), predicted)
+    assert sp.issparse(restored.coef_)
+    assert restored.to_onnx().graph.node
+    # skl2onnx's converter reads the coefficients densely.
+    assert to_onnx(restored, X[:1].astype(np.float32)).graph.node
+    np.testing.assert_array_equal(model.densify().coef_, dense)
+    with pytest.raises(NotFittedError):
+        ours().sparsify()
