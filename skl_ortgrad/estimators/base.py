@@ -403,11 +403,12 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
                 multi_output=self._multi_output, ensure_min_samples=1,
             )
             if sample_weight is not None:
-                # All zero is refused by the split with scikit-learn's message, which
-                # names the validation rows.
+                # With early stopping, the SGD estimators leave all-zero weights to the
+                # split, whose message names the validation rows (scikit-learn's).
                 sample_weight = _check_sample_weight(
                     sample_weight, X, dtype=np.float64, ensure_non_negative=True,
-                    allow_all_zero_weights=bool(self.early_stopping and not partial),
+                    allow_all_zero_weights=bool(self._zero_weights_to_split
+                                                and self.early_stopping and not partial),
                 )
                 check_dtype_range(sample_weight, dtype, "sample_weight")
                 sample_weight = sample_weight.astype(dtype)
@@ -512,6 +513,10 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
         elif cast is not None:
             return cast
         return transformed.astype(dtype, copy=False)
+
+    #: Whether the early-stopping split, rather than the weights' check, refuses
+    #: all-zero sample weights (scikit-learn's SGD).
+    _zero_weights_to_split = False
 
     #: The error of an early-stopping split leaving fewer than 2 validation rows.
     _too_small_validation = ("validation_fraction={fraction} leaves {rows} sample(s) for "

@@ -213,6 +213,7 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
     """What both SGD estimators share: scikit-learn's parameters and their objects."""
 
     _regression_only = True
+    _zero_weights_to_split = True
     # scikit-learn's SGD scales each sample's step by its weight, and its tol rule
     # watches the loss plus alpha * R(w) at every sample (objective_sum in _sgd_fast).
     _weighted_mean = False

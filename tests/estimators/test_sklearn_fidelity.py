@@ -42,11 +42,18 @@ def test_early_stopping_splits_the_rows_scikit_learn_splits(ours, theirs):
 
 
 def test_early_stopping_refuses_zero_weights_on_the_validation_rows_in_sklearn_words():
+    """The SGD estimators' split names the validation rows; the MLPs refuse all-zero
+    weights before, as scikit-learn's."""
     X, y = load_iris(return_X_y=True)
     for estimator in (SGDClassifier, OnnxSGDClassifier):
         with pytest.raises(ValueError, match=r"^The sample weights for validation set are all "
                            r"zero, consider using a different random state\.$"):
             estimator(early_stopping=True, validation_fraction=0.4, random_state=0).fit(
+                X, y, sample_weight=np.zeros(len(y)))
+    for estimator in (MLPClassifier, OnnxMLPClassifier):
+        with pytest.raises(ValueError, match=r"^Sample weights must contain at least one "
+                           r"non-zero number\.$"):
+            estimator(early_stopping=True, random_state=0).fit(
                 X, y, sample_weight=np.zeros(len(y)))
 
 
