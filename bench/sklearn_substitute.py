@@ -11,11 +11,11 @@ or any test module, it replaces four attributes:
 * ``sklearn.neural_network.MLPClassifier`` and ``.MLPRegressor``: ``test_mlp.py`` imports
   them by name (``from sklearn.neural_network import ...``).
 
-``skl_ortgrad`` is imported first: its converters and persistence code bind scikit-learn's
-real classes by name at import (skl2onnx conversion, state decoding), and they must keep
-those. scikit-learn's private modules (``_stochastic_gradient``, ``_multilayer_perceptron``)
-are left alone: the tests do not take the estimators from there, and our package and
-skl2onnx rely on them.
+``skl_ortgrad`` and ``skl2onnx`` are imported first: their converters and persistence
+code bind scikit-learn's real classes by name at import (skl2onnx conversion, state
+decoding), and they must keep those. scikit-learn's private modules
+(``_stochastic_gradient``, ``_multilayer_perceptron``) are left alone: the tests do not
+take the estimators from there, and our package and skl2onnx rely on them.
 
 Tests that exercise something other than these four estimators are skipped with a reason
 starting with :data:`NOT_APPLICABLE` (see :func:`not_applicable_reason`). Every test's
@@ -46,6 +46,12 @@ import pytest
 
 # First: its modules take references to scikit-learn's real classes at import.
 import skl_ortgrad
+
+# isort: split
+# skl2onnx too, whose import registers its converters by scikit-learn's classes (and,
+# through skl_ortgrad's import hook, ours): skl_ortgrad imports it lazily, which would
+# otherwise happen after the substitution and key the converters on our classes.
+import skl2onnx  # noqa: F401
 
 # isort: split
 import sklearn.linear_model

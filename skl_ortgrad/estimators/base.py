@@ -8,7 +8,6 @@ graph's outputs become predictions. Everything else is here.
 
 from __future__ import annotations
 
-import math
 import numbers
 import sys
 import warnings
@@ -18,11 +17,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import onnx
-from sklearn.base import BaseEstimator, is_classifier
+from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.metrics import accuracy_score, r2_score
-from sklearn.model_selection import train_test_split
-from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from skl_ortgrad._cache import BoundedCache
@@ -33,11 +30,11 @@ from skl_ortgrad.estimators.finite_input import validate_finite_data
 from skl_ortgrad.estimators.inference import InferenceMixin
 from skl_ortgrad.estimators.sgd_parameters import AUTO_BATCH, auto_batch_size
 from skl_ortgrad.estimators.stalled import check_weights_moved
+from skl_ortgrad.estimators.validation_split import ValidationSplitMixin
 from skl_ortgrad.exceptions import ConvergenceError
 from skl_ortgrad.gradient.backend import BACKEND_NAMES, resolve_backend
 from skl_ortgrad.graph.cut import select_model_output
 from skl_ortgrad.runtime.devices import device_providers, parse_device
-from skl_ortgrad.runtime.random_state import check_random_state
 from skl_ortgrad.runtime.threads import training_threads
 from skl_ortgrad.training.divergence import KEPT
 from skl_ortgrad.training.interrupt import DeferredInterrupt
@@ -186,8 +183,8 @@ def _copied(model: onnx.ModelProto) -> onnx.ModelProto:
 TEMPLATES: BoundedCache[tuple[Template, onnx.ModelProto]] = BoundedCache(64)
 
 
-class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidation,
-                        BaseEstimator, metaclass=ABCMeta):
+class BaseOnnxEstimator(InferenceMixin, ValidationSplitMixin, MemoizedParamNames,
+                        MemoizedParamValidation, BaseEstimator, metaclass=ABCMeta):
     """Base of the estimators trained through onnxruntime.
 
     Every estimator takes its scikit-learn counterpart's parameters (a family turns them
@@ -438,7 +435,7 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
                     self._rollback(saved, snapshot)
                 else:
                     # The batches completed stay: publish them before re-raising.
-                    self._sync(partial, before)
+                    self._sync(before)
                 raise
             except ConvergenceError as error:
                 # One transaction, divergence included: the model of before the call; what
@@ -451,7 +448,7 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
             except BaseException:
                 self._rollback(saved, snapshot)
                 raise
-            self._sync(partial, before)
+            self._sync(before)
         return self
 
     def _set_up(
@@ -469,8 +466,12 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
             multi_output=self._multi_output, ensure_min_samples=1,
         )
         if sample_weight is not None:
+            # With early stopping, the SGD estimators leave all-zero weights to the
+            # split, whose message names the validation rows (scikit-learn's).
             sample_weight = _check_sample_weight(
-                sample_weight, X, dtype=np.float64, ensure_non_negative=True
+                sample_weight, X, dtype=np.float64, ensure_non_negative=True,
+                allow_all_zero_weights=bool(self._zero_weights_to_split
+                                            and self.early_stopping and not partial),
             )
             check_dtype_range(sample_weight, dtype, "sample_weight")
         if not (restart or partial):
@@ -555,53 +556,6 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
             return cast
         return transformed.astype(dtype, copy=False)
 
-    #: The error of an early-stopping split leaving fewer than 2 validation rows.
-    _too_small_validation = ("validation_fraction={fraction} leaves {rows} sample(s) for "
-                             "validation: too few for early stopping.")
-
-    def _validation_split(self, X: Any, targets: np.ndarray, sample_weight: Any, y: Any) -> tuple:
-        """(X, X_val, targets, targets_val, sample_weight, y_val, sample_weight_val): the
-        rows of both parts keep their order (scikit-learn's validation mask), so
-        ``shuffle=False`` trains on the rows in the order given."""
-        if not 0 < self.validation_fraction < 1:
-            # scikit-learn's words for its SGD estimators (its MLPs accept 0.0 and fail
-            # in train_test_split).
-            raise InvalidParameterError(
-                f"The 'validation_fraction' parameter of {type(self).__name__} must be a "
-                f"float in the range (0.0, 1.0) when early_stopping=True. Got "
-                f"{self.validation_fraction!r} instead.")
-        stratify = y if getattr(self, "_stratify_validation", False) else None
-        train, validation = train_test_split(
-            np.arange(X.shape[0]), test_size=self.validation_fraction, stratify=stratify,
-            random_state=check_random_state(self.random_state).randint(np.iinfo(np.int32).max),
-        )
-        train, validation = np.sort(train), np.sort(validation)
-        if validation.shape[0] < 2:
-            raise ValueError(self._too_small_validation.format(
-                fraction=self.validation_fraction, rows=validation.shape[0]))
-        y = np.asarray(y)
-        weights = (None, None) if sample_weight is None else (
-            sample_weight[train], sample_weight[validation])
-        return (X[train], X[validation], targets[train], targets[validation], weights[0],
-                y[validation], weights[1])
-
-    def _validation_score(self, X: Any, y: Any, sample_weight: Any) -> float:
-        """The mixins' :meth:`score` (accuracy or R²) on the validation rows, weighted as
-        scikit-learn weighs them, from one prediction.
-
-        The rows went through ``validate_data`` with the training data: their feature
-        names are gone, which ``predict`` would report at every epoch.
-        """
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="X does not have valid feature names")
-            prediction = self.predict(X)
-        if is_classifier(self):
-            return float(accuracy_score(y, prediction, sample_weight=sample_weight))
-        if not np.isfinite(prediction).all():
-            # The optimizer stops on a non-finite score as on a diverged loss.
-            return math.nan
-        return float(r2_score(y, prediction, sample_weight=sample_weight))
-
     def _build_optimizer(self, n_features: int, init: dict[str, Any]) -> None:
         """A new ``optimizer_`` (the plain :class:`~skl_ortgrad.training.trainer.Trainer`)
         for ``n_features`` columns; :meth:`_train` gives it the training objects of every
@@ -643,19 +597,20 @@ class BaseOnnxEstimator(InferenceMixin, MemoizedParamNames, MemoizedParamValidat
         values = sum(sizes.get(name, 0) for name in weights)
         return training_threads(3.0 * values * self._resolved_batch_size(sys.maxsize))
 
-    def _sync(self, partial: bool, before: int) -> None:
+    def _sync(self, before: int) -> None:
         """Publish the optimizer's state as the scikit-learn attributes, all at once (one
         ``__dict__`` update): what predicts and what the attributes say never differ."""
-        self.__dict__.update(self._published(partial, before))
+        self.__dict__.update(self._published(before))
 
-    def _published(self, partial: bool, before: int) -> dict[str, Any]:
+    def _published(self, before: int) -> dict[str, Any]:
         """The scikit-learn attributes of the optimizer's state (``before``: the epochs in
         its loss curve before this call), computed without changing the estimator."""
         optimizer = self.optimizer_
         new_losses = optimizer.train_losses_[before:]
         published = {
             "loss_curve_": list(optimizer.train_losses_),
-            "n_iter_": (self.n_iter_ + len(new_losses)) if partial else len(new_losses),
+            # The epochs of this call, partial_fit's one included, as scikit-learn counts.
+            "n_iter_": len(new_losses),
             "t_": optimizer.t_,
             **self._fitted_attributes(dict(zip(
                 optimizer.weights_to_train_, optimizer.served_weights(), strict=True))),

@@ -47,9 +47,13 @@ class ClassifierTargetsMixin:
     losses applied column by column).
     """
 
-    _stratify_validation = True
     # partial_fit's first call must name the classes (scikit-learn's contract).
     _needs_classes = True
+
+    def _stratification(self, y: Any, targets: np.ndarray) -> Any:
+        """The early-stopping split keeps the classes in proportion (scikit-learn's
+        SGD classifiers stratify on the labels)."""
+        return y
 
     def _check_warm_start_targets(self, y: Any) -> None:
         """A warm-started ``fit`` keeps the classes: ``y`` must have exactly them.

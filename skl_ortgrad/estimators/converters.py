@@ -88,7 +88,7 @@ _PARSER_OPTIONS = {"zipmap", "output_class_labels"}
 
 def _sgd_regressor(estimator: OnnxSGDRegressor) -> LinearRegression:
     model = LinearRegression()
-    model.coef_, model.intercept_ = estimator.coef_, estimator.intercept_
+    model.coef_, model.intercept_ = estimator._dense_coef(), estimator.intercept_
     model.n_features_in_ = estimator.n_features_in_
     return model
 
@@ -107,7 +107,7 @@ def _sgd_classifier(estimator: OnnxSGDClassifier) -> SGDClassifier | LogisticReg
             # of the highest score. Its SGDClassifier graph takes the label of the highest
             # probability instead, wrong when several sigmoids round to 1 (scores > 17).
             model.multi_class = "ovr"
-    model.coef_, model.intercept_ = estimator.coef_, estimator.intercept_
+    model.coef_, model.intercept_ = estimator._dense_coef(), estimator.intercept_
     model.classes_ = onnx_classes(estimator.classes_)
     model.n_features_in_ = estimator.n_features_in_
     return model

@@ -181,7 +181,23 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
 
     def _solve(self, data: tuple[list[Any], bool], X_val: Any, y_val: Any, scorer: Any) -> None:
         if self.solver != "lbfgs":
-            super()._solve(data, X_val, y_val, scorer)
+            if scorer is None:
+                super()._solve(data, X_val, y_val, scorer)
+                return
+            # scikit-learn's MLPs end early stopping at the weights of the best
+            # validation score (the first of equal ones), not at the last epoch's.
+            best: dict[str, Any] = {"score": -np.inf, "weights": None}
+
+            def scored(*args: Any) -> float:
+                score = scorer(*args)
+                if score > best["score"]:
+                    best["score"] = score
+                    best["weights"] = [w.copy() for w in self.optimizer_.weights_]
+                return score
+
+            super()._solve(data, X_val, y_val, scored)
+            if best["weights"] is not None:
+                self.optimizer_.state_.set_weights(best["weights"])
             return
         # Imported here: it loads onnxruntime, which ``import skl_ortgrad`` does not.
         from skl_ortgrad.training.lbfgs import fit_lbfgs
@@ -257,8 +273,8 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
         return {"coefs_": [w.astype(self._data_dtype()) for w in values[0::2]],
                 "intercepts_": [b.ravel().astype(self._data_dtype()) for b in values[1::2]]}
 
-    def _published(self, partial: bool, before: int) -> dict[str, Any]:
-        published = super()._published(partial, before)
+    def _published(self, before: int) -> dict[str, Any]:
+        published = super()._published(before)
         # scikit-learn's MLPs count the samples seen; the optimizer's t is one more.
         published["t_"] = int(self.optimizer_.t_) - 1
         if published["loss_curve_"]:
@@ -270,6 +286,11 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
             published["best_loss_"] = None
         else:
             published["validation_scores_"] = published["best_validation_score_"] = None
+        if self.solver != "lbfgs":
+            # scikit-learn's count of epochs without improvement by tol, at the end of
+            # the call (n_iter_no_change + 1 when the rule stopped it).
+            published["_no_improvement_count"] = int(
+                getattr(self.optimizer_, "no_improvement_count_", 0))
         return published
 
 
@@ -440,10 +461,10 @@ class OnnxMLPClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxMLP):
         return (getattr(self, "out_activation_", None) == "logistic"
                 and getattr(self, "n_outputs_", 1) > 1)
 
-    @property
-    def _stratify_validation(self) -> bool:  # type: ignore[override]
-        # scikit-learn stratifies the early-stopping split of single-output targets only.
-        return not self._multilabel()
+    def _stratification(self, y: Any, targets: np.ndarray) -> Any:
+        """scikit-learn's MLPClassifier stratifies on its binarized labels (the rows of
+        booleans of the output layer's targets), and not multilabel targets."""
+        return None if self._multilabel() else targets.astype(bool)
 
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
         """Labels as the loss reads them, and on the first call the classes and the

@@ -176,9 +176,13 @@ SGD: dict[str, Entry] = {
         The regularization term :math:`\alpha R(w)` of scikit-learn's objective:
         :math:`R(w) = \frac12 \|w\|_2^2` ('l2'), :math:`\|w\|_1` ('l1'), their mix by
         ``l1_ratio`` ('elasticnet'), or none. It applies to the coefficients, never to
-        the intercept, as a proximal step at every update before the gradient step
-        (scikit-learn's order), compounding the decays of the batch's :math:`b` samples;
-        'l1' and 'elasticnet' set coefficients exactly to zero. An object (such as
+        the intercept, as scikit-learn's SGD applies it: the L2 decay before each
+        gradient step (compounding the decays of the batch's :math:`b` samples), the
+        L1 part after it as scikit-learn's cumulative penalty (Tsuruoka et al. 2009: a
+        weight moves towards zero by the L1 steps of the call so far minus what it
+        already received, and stops at zero), so 'l1' and 'elasticnet' set coefficients
+        exactly to zero; with ``batch_size=1`` the weights are scikit-learn's, and a
+        mini-batch is one step of the rule. An object (such as
         ``ElasticLearningPenalty(l1=..., l2=...)``) is used as given, and ``alpha``
         (except for the 'optimal' schedule) and ``l1_ratio`` are then ignored.
     """),
@@ -298,8 +302,8 @@ SGD: dict[str, Entry] = {
 
 _SGD_FITTED: dict[str, Entry] = {
     "n_iter_": entry("int", """
-        Epochs run by the last ``fit`` (those before the ``tol`` rule stopped it, or
-        ``max_iter``); every ``partial_fit`` call adds one.
+        Epochs run by the last call: those of ``fit`` (until the ``tol`` rule stopped
+        it, or ``max_iter``), 1 after ``partial_fit``, as scikit-learn's.
     """),
     "t_": entry("float", """
         Samples seen plus one, the :math:`t` of the schedules: ``n_iter_ * n_samples +
@@ -480,8 +484,8 @@ def mlp_attributes(classifier: bool) -> dict[str, Entry]:
         """),
         "out_activation_": entry("str", f"Activation of the output layer: {output}."),
         "n_iter_": entry("int", """
-            Epochs run by the last ``fit`` ('lbfgs': its iterations); every
-            ``partial_fit`` call adds one.
+            Epochs run by the last call: those of ``fit`` ('lbfgs': its iterations),
+            1 after ``partial_fit``, as scikit-learn's.
         """),
         "t_": entry("int", "Training samples seen, as scikit-learn's ``t_``."),
         "loss_": entry("float", """

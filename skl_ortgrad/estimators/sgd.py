@@ -10,9 +10,10 @@ from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
+import scipy.sparse as sp
 from onnx import helper as onnx_helper
 from onnx import numpy_helper
-from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.base import ClassifierMixin, RegressorMixin, is_classifier
 from sklearn.linear_model import (
     LinearRegression,
     LogisticRegression,
@@ -22,6 +23,7 @@ from sklearn.linear_model import (
 from sklearn.utils import compute_class_weight
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.validation import check_is_fitted
 
 from skl_ortgrad._cache import freeze
 from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, numeric_targets
@@ -31,6 +33,7 @@ from skl_ortgrad.estimators.parameter_docs import SGD, class_docstring, entry, s
 from skl_ortgrad.estimators.sgd_parameters import (
     CLASSIFICATION_LOSSES,
     REGRESSION_LOSSES,
+    loss_functions,
     sgd_learning_rate,
     sgd_loss,
     sgd_penalty,
@@ -210,6 +213,7 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
     """What both SGD estimators share: scikit-learn's parameters and their objects."""
 
     _regression_only = True
+    _zero_weights_to_split = True
     # scikit-learn's SGD scales each sample's step by its weight, and its tol rule
     # watches the loss plus alpha * R(w) at every sample (objective_sum in _sgd_fast).
     _weighted_mean = False
@@ -290,13 +294,68 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
         init = next(i for i in self._template_.model.graph.initializer if i.name == "intercept")
         return numpy_helper.to_array(init)
 
-    def _sync(self, partial: bool, before: int) -> None:
-        super()._sync(partial, before)
+    def _sync(self, before: int) -> None:
+        if not self.average:
+            for name in self._AVERAGE_ATTRIBUTES:
+                self.__dict__.pop(name, None)
+        super()._sync(before)
+
+    def _published(self, before: int) -> dict[str, Any]:
+        published = super()._published(before)
         # scikit-learn's t_ counts samples from 1, as the optimizer does.
-        self.t_ = float(self.optimizer_.t_)
+        published["t_"] = float(self.optimizer_.t_)
+        if self.average:
+            published.update(self._average_attributes())
+        return published
+
+    def sparsify(self) -> _BaseOnnxSGD:
+        """Store ``coef_`` as a ``scipy.sparse`` CSR matrix, as scikit-learn's
+        ``sparsify`` does: less memory for mostly-zero coefficients (an L1 penalty).
+
+        Predictions read the trained graph and are unchanged; :meth:`densify` goes back,
+        and the next fit sets a dense ``coef_``.
+        """
+        check_is_fitted(self, "optimizer_")
+        self.coef_ = sp.csr_matrix(self.coef_)
+        return self
+
+    def densify(self) -> _BaseOnnxSGD:
+        """Store ``coef_`` as a dense array again (after :meth:`sparsify`)."""
+        check_is_fitted(self, "optimizer_")
+        self.coef_ = self._dense_coef()
+        return self
+
+    def _dense_coef(self) -> np.ndarray:
+        """``coef_`` dense, of its fitted shape (after :meth:`sparsify` too)."""
+        if not sp.issparse(self.coef_):
+            return self.coef_
+        dense = self.coef_.toarray()
+        return dense if is_classifier(self) else dense.ravel()
+
+    #: scikit-learn's attributes of averaged SGD: the weights of the last step and their
+    #: average, present with ``average`` only (its tests read them).
+    _AVERAGE_ATTRIBUTES = ("_standard_coef", "_standard_intercept", "_average_coef",
+                           "_average_intercept")
+
+    def _average_attributes(self) -> dict[str, np.ndarray]:
+        """With ``average``: ``_standard_coef`` / ``_standard_intercept`` (the weights of
+        the last step) and ``_average_coef`` / ``_average_intercept`` (their average,
+        the weights of ``coef_`` once averaging started), shaped as ``coef_`` and
+        ``intercept_``."""
+        optimizer, attributes = self.optimizer_, {}
+        for kind, weights in (("_standard", optimizer.weights_),
+                              ("_average", optimizer.state_.served(True))):
+            fitted = self._fitted_attributes(
+                dict(zip(optimizer.weights_to_train_, weights, strict=True)))
+            attributes[f"{kind}_coef"] = fitted["coef_"]
+            attributes[f"{kind}_intercept"] = fitted["intercept_"]
+        return attributes
 
 
 class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
+    #: The string losses (scikit-learn's table of the same name).
+    loss_functions: ClassVar[dict] = loss_functions(REGRESSION_LOSSES)
+
     _parameter_constraints: ClassVar[dict] = {
         **BaseOnnxEstimator._parameter_constraints,
         **SGDRegressor._parameter_constraints,
@@ -430,6 +489,8 @@ _PROBABILISTIC = {"log_loss", "modified_huber"}
 
 class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
     _regression_only = False
+    #: The string losses (scikit-learn's table of the same name).
+    loss_functions: ClassVar[dict] = loss_functions(CLASSIFICATION_LOSSES)
 
     _parameter_constraints: ClassVar[dict] = {
         **BaseOnnxEstimator._parameter_constraints,

@@ -46,6 +46,8 @@ REGRESSION_LOSSES = ("squared_error", "huber", "epsilon_insensitive",
                      "squared_epsilon_insensitive")
 CLASSIFICATION_LOSSES = ("hinge", "log_loss", "modified_huber", "squared_hinge",
                          "perceptron", *REGRESSION_LOSSES)
+#: scikit-learn's default ``epsilon``.
+DEFAULT_EPSILON = 0.1
 # Losses whose parameter is scikit-learn's ``epsilon``.
 _EPSILON_LOSSES = {"huber", "epsilon_insensitive", "squared_epsilon_insensitive"}
 # Largest second derivative of the smooth losses (kind -> c). The piecewise linear ones
@@ -101,6 +103,17 @@ def sgd_loss(loss: str | BaseLearningLoss, epsilon: float) -> BaseLearningLoss:
     return BaseLearningLoss.select(loss, **params)
 
 
+def loss_functions(names: tuple[str, ...]) -> dict[str, tuple[Any, ...]]:
+    """scikit-learn's class attribute ``loss_functions`` for the loss ``names``: each
+    name -> (the loss class, then the values of its parameters at the default
+    ``epsilon``), as scikit-learn's (name -> Cython loss class, then its arguments)."""
+    table = {}
+    for name in names:
+        loss = sgd_loss(name, DEFAULT_EPSILON)
+        table[name] = (type(loss), *loss.get_params().values())
+    return table
+
+
 def sgd_penalty(
     penalty: str | BaseLearningPenalty | None, alpha: float, l1_ratio: float, rows: int
 ) -> BaseLearningPenalty:
@@ -113,8 +126,10 @@ def sgd_penalty(
     if penalty == "elasticnet" and l1_ratio is None:
         raise ValueError("l1_ratio must be set when penalty is 'elasticnet'")
     ratio = float(l1_ratio) if penalty == "elasticnet" else _L1_RATIO[penalty]
+    # scikit-learn's cumulative L1 penalty, after each step (exact zeros).
     return ElasticLearningPenalty(
-        l1=float(alpha) * ratio, l2=float(alpha) * (1.0 - ratio), rows=int(rows)
+        l1=float(alpha) * ratio, l2=float(alpha) * (1.0 - ratio), rows=int(rows),
+        cumulative=True,
     )
 
 

@@ -24,6 +24,23 @@ is the proximal operator of :math:`\eta l_1 \lVert w \rVert_1` (soft thresholdin
 weight moves by at most :math:`\eta l_1` towards zero and stops at zero, so it never
 changes sign, and at a small :math:`\eta` only weights smaller than :math:`\eta l_1` are
 set to zero.
+
+With ``cumulative=True`` (the SGD estimators' penalty), the L1 part is scikit-learn's
+instead: the cumulative penalty of Tsuruoka, Tsujii and Ananiadou (2009), applied after the
+gradient step (:meth:`BaseLearningPenalty.after_step`). A training call keeps the total
+:math:`u` of the L1 steps so far and, per weight, the L1 penalty :math:`q` actually
+applied to it; after step :math:`j`:
+
+.. math::
+
+    u &\leftarrow u + \eta_j l_1 \\
+    w' &= \max(0, w - (u + q)) \text{ if } w > 0, \quad
+          \min(0, w + (u - q)) \text{ if } w < 0, \quad 0 \text{ if } w = 0 \\
+    q &\leftarrow q + (w' - w), \quad w \leftarrow w'
+
+so a weight that the gradient keeps pushing away from zero by less than the penalty ends
+exactly at zero. :math:`u` and :math:`q` start at zero at every call (``fit``,
+``partial_fit``), as in scikit-learn's ``_plain_sgd``. A mini-batch is one step.
 """
 
 from __future__ import annotations
@@ -87,6 +104,23 @@ class BaseLearningPenalty(BaseLearningObject, family="learning penalty"):
         Validated once; the optimizer builds one per epoch and calls it after every
         update.
         """
+
+    def applies_after_step(self) -> bool:
+        """Whether part of the penalty comes after the gradient step, with a state
+        (:meth:`after_step`); False here."""
+        return False
+
+    def after_step_state(self, weights: list[np.ndarray]) -> list[np.ndarray]:
+        """The state :meth:`after_step` updates, at the start of a training call: []
+        here."""
+        return []
+
+    def after_step(self, weights: list[np.ndarray],
+                   state: list[np.ndarray]) -> Callable[[float], None] | None:
+        """Return ``step(eta)``, the part of the penalty applied to ``weights`` (in place)
+        after each gradient step, updating ``state`` (:meth:`after_step_state`), or None
+        (here) for a penalty applied before the step only."""
+        return None
 
     def loss_term(
         self, weights: list[np.ndarray], gradients: list[np.ndarray],
@@ -171,6 +205,10 @@ class ElasticLearningPenalty(BaseLearningPenalty):
         Weight of half the squared L2 norm (>= 0).
     rows : int, default=1
         Per-sample steps one step stands for (>= 1).
+    cumulative : bool, default=False
+        The L1 part as scikit-learn's SGD applies it: the cumulative penalty after the
+        gradient step (see :mod:`skl_ortgrad.optim.penalties`), which ends weights at
+        exactly zero; :meth:`stepper` is then the L2 decay only.
 
     Notes
     -----
@@ -185,10 +223,15 @@ class ElasticLearningPenalty(BaseLearningPenalty):
     after each stochastic step).
     """
 
-    def __init__(self, l1: float = 0.5, l2: float = 0.5, rows: int = 1) -> None:
+    #: Objects pickled before the parameter existed soft-threshold before the step.
+    cumulative = False
+
+    def __init__(self, l1: float = 0.5, l2: float = 0.5, rows: int = 1,
+                 cumulative: bool = False) -> None:
         self.l1 = l1
         self.l2 = l2
         self.rows = rows
+        self.cumulative = cumulative
 
     def _validate(self) -> None:
         for name in ("l1", "l2"):
@@ -229,6 +272,9 @@ class ElasticLearningPenalty(BaseLearningPenalty):
         """
         self._validate()
         l1, l2, rows = float(self.l1), float(self.l2), int(self.rows)
+        if self.cumulative:
+            # The L1 part comes after the gradient step (after_step).
+            l1 = 0.0
         pairs = [(w, np.empty_like(w)) for w in weights] if l1 > 0 else [(w, w) for w in weights]
 
         def step(eta: float) -> None:
@@ -243,6 +289,40 @@ class ElasticLearningPenalty(BaseLearningPenalty):
                     # from rounding.
                     np.clip(w, -threshold, threshold, out=clipped)
                     np.subtract(w, clipped, out=w)
+
+        return step
+
+    def applies_after_step(self) -> bool:
+        """True for the cumulative L1 penalty (``cumulative`` and ``l1 > 0``)."""
+        return bool(self.cumulative) and float(self.l1) > 0
+
+    def after_step_state(self, weights: list[np.ndarray]) -> list[np.ndarray]:
+        """``[u, q_1, ..., q_n]``: the total L1 step :math:`u` (float64, rank 0) and the
+        L1 penalty applied to each weight so far (zeros shaped as ``weights``); [] when
+        nothing comes after the step."""
+        if not self.applies_after_step():
+            return []
+        return [np.zeros((), dtype=np.float64), *(np.zeros_like(w) for w in weights)]
+
+    def after_step(self, weights: list[np.ndarray],
+                   state: list[np.ndarray]) -> Callable[[float], None] | None:
+        """The cumulative L1 step (see :mod:`skl_ortgrad.optim.penalties`) of ``weights``
+        with ``state`` (:meth:`after_step_state`), both in place; None without it."""
+        if not self.applies_after_step():
+            return None
+        self._validate()
+        l1, total, applied = float(self.l1), state[0], state[1:]
+        pairs = list(zip(weights, applied, strict=True))
+
+        def step(eta: float) -> None:
+            total[...] += eta * l1
+            u = float(total)
+            for w, q in pairs:
+                # max(0, w - (u + q)) where w > 0, min(0, w + (u - q)) where w < 0.
+                new = np.where(w > 0, np.maximum(w - (u + q), 0),
+                               np.where(w < 0, np.minimum(w + (u - q), 0), w))
+                q += new - w
+                np.copyto(w, new)
 
         return step
 
@@ -267,7 +347,8 @@ class ElasticLearningPenalty(BaseLearningPenalty):
         onnx.ModelProto
             Inputs ``w0..w{n-1}`` and ``eta`` (scalar); outputs ``new_w0..new_w{n-1}``:
             ``decayed = w * Relu(1 - eta * l2 / rows) ^ rows`` then
-            ``new_w = decayed - Clip(decayed, -eta * l1, eta * l1)``.
+            ``new_w = decayed - Clip(decayed, -eta * l1, eta * l1)`` (``l1`` taken as 0
+            when ``cumulative``: what :meth:`stepper` does).
         """
         self._validate()
         check_opset(opset)
@@ -275,7 +356,9 @@ class ElasticLearningPenalty(BaseLearningPenalty):
         elem = onnx_dtype(dtype)
         inits = [
             numpy_helper.from_array(np.array(1, dtype=dtype), name="one"),
-            numpy_helper.from_array(np.array(self.l1, dtype=dtype), name="l1"),
+            # Cumulative: the L1 part is not the proximal step's (after_step).
+            numpy_helper.from_array(np.array(0.0 if self.cumulative else self.l1,
+                                             dtype=dtype), name="l1"),
             numpy_helper.from_array(np.array(self.l2 / self.rows, dtype=dtype), name="l2"),
             numpy_helper.from_array(np.array(self.rows, dtype=dtype), name="rows"),
         ]

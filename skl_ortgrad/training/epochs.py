@@ -6,7 +6,8 @@ For every mini-batch :math:`B` of :math:`n_B` rows (in the optimizer's order, sc
    W))` and :math:`g = \partial (\sigma_B L_B) / \partial W` with :math:`\sigma_B` the
    loader's scale (one over the batch's summed weights, the weighted mean's gradient);
 2. :math:`W \leftarrow \mathrm{penalty}(W, \eta_t)` then :math:`W \leftarrow
-   \mathrm{rate}(W, g, \eta_t)`, in place, with :math:`\eta_t` the schedule at :math:`t`,
+   \mathrm{rate}(W, g, \eta_t)`, then the penalty's part after the step where it has one
+   (the cumulative L1 penalty), in place, with :math:`\eta_t` the schedule at :math:`t`,
    then :math:`t \leftarrow t + n_B`.
 
 :class:`PerBatchEpoch` does it with one onnxruntime call per batch (the engine's step) and
@@ -186,7 +187,8 @@ class PerBatchEpoch:
     def _built_pieces(self) -> tuple:
         """What the per-batch path runs: the engine's step ``run`` of every batch, the
         loss buffer, the rate's and the penalty's steppers (validated here), and the
-        penalty's term of the loss (``loss_term``: None for a proximal penalty)."""
+        penalty's term of the loss (``loss_term``: None for a proximal penalty), and its
+        step after the gradient step (``after_step``: None for most)."""
         if self._pieces is None:
             engine, state = self.inputs.engine(), self._state
             # A static step for batch_size rows, the general one for any other count
@@ -203,7 +205,8 @@ class PerBatchEpoch:
                 self._penalty.stepper(penalized),
                 self._penalty.loss_term(penalized, [
                     next(g for w, g in zip(state.weights, gradients, strict=True) if w is p)
-                    for p in penalized]))
+                    for p in penalized]),
+                self._penalty.after_step(penalized, state.penalty))
         return self._pieces
 
     def _batches(self, first: int, stop: int, interrupt: DeferredInterrupt) -> None:
@@ -212,7 +215,7 @@ class PerBatchEpoch:
             return
         loader, state, rows = self.inputs.loader, self._state, self._rows
         loader.fill_features()
-        runs, loss_buffer, step, decay, term = self._built_pieces()
+        runs, loss_buffer, step, decay, term, after = self._built_pieces()
         totals, scales, etas = loader.totals, loader.scales, self._etas
         penalized = self.inputs.penalized if self.inputs.objective else []
         for batch in range(first, stop):
@@ -237,6 +240,9 @@ class PerBatchEpoch:
             state.t += rows[batch]
             if self._averager is not None:
                 self._averager(state.t - rows[batch], rows[batch])
+            if after is not None:
+                # After the average, scikit-learn's order.
+                after(eta)
             self._updating = False
             self._total += loss * self._shares[batch]
             self._previous = loss

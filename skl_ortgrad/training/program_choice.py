@@ -79,8 +79,9 @@ LINEAR_CHUNK_VALUES = 2**18
 #: 200 rows even, 500 rows 0.91x, 2000 rows 0.73x).
 PROGRAM_MIN_BATCHES = 16
 LINEAR_MIN_BATCHES = 4
-#: Where several epochs may run per call (:class:`~skl_ortgrad.training.epochs.EpochGroups`),
-#: the linear program pays from one full batch: ``fit`` at the defaults on 40 to 127 rows
+#: Where the call runs several epochs (they may run several per call:
+#: :class:`~skl_ortgrad.training.epochs.EpochGroups`), the linear program pays from one
+#: full batch: ``fit`` at the defaults on 40 to 127 rows
 #: (8 features) 2.0x to 2.9x faster than per batch (the regressor, 22 to 38 epochs), 1.5x
 #: to 2.4x (the classifier, 8 to 16 epochs), measured; a ``partial_fit`` of 32 to 127 rows
 #: (one epoch) is up to 10% slower with it.
@@ -196,7 +197,7 @@ class ProgramCache:
         return None if self._binding is None else self._binding[2]
 
     def bound(self, setup: TrainingSetup, state: TrainingState, penalized: list[np.ndarray],
-              loader: MiniBatchLoader, weighted: bool, grouped: bool = False,
+              loader: MiniBatchLoader, weighted: bool, several: bool = False,
               norms: bool = False) -> ProgramRun | None:
         """The training program bound to ``loader``, or None where the per-batch path
         must run.
@@ -204,11 +205,12 @@ class ProgramCache:
         It applies where it computes what the per-batch loop computes: on the CPU, dense
         data (sparse data: the linear program's sparse form only), at least
         ``LINEAR_MIN_BATCHES`` (linear program; ``GROUPED_LINEAR_MIN_BATCHES`` when the
-        epochs of the call may run in groups, ``grouped``) or ``PROGRAM_MIN_BATCHES``
+        call runs ``several`` epochs, with or without validation) or ``PROGRAM_MIN_BATCHES``
         (generic program) full batches, the update of plain SGD, momentum (Nesterov's or
         not) or Adam (possibly in a ``ScaledLearningRate``; the linear program: plain SGD
         only; momentum and Adam up to ``PROGRAM_MAX_STATE`` trained values, with their
-        state packed), no penalty or the elastic one, no averaging, ``verbose < 2`` (no
+        state packed), no penalty or the elastic one (not its cumulative L1 part, which
+        runs per batch), no averaging, ``verbose < 2`` (no
         per-batch report), and the stock per-batch pieces (:data:`PROGRAM_PIECES`).
         ``norms``: the program also writes the norms of the penalized weights (the
         ``tol`` rule watches the objective). The program and its session are built once
@@ -217,7 +219,7 @@ class ProgramCache:
         buffers (and again when the loader serves other features).
         """
         size = int(setup.batch_size)
-        least_linear = GROUPED_LINEAR_MIN_BATCHES if grouped else LINEAR_MIN_BATCHES
+        least_linear = GROUPED_LINEAR_MIN_BATCHES if several else LINEAR_MIN_BATCHES
         rate, penalty = setup.rate, setup.penalty
         scaled = type(rate).stepper is PROGRAM_PIECES["scaled"]
         inner = rate.learning_rate if scaled else rate
@@ -228,6 +230,7 @@ class ProgramCache:
             or OrtGradientStep.run is not PROGRAM_PIECES["run"]
             or type(inner).stepper not in PROGRAM_PIECES["rates"]
             or type(penalty).stepper not in PROGRAM_PIECES["penalties"]
+            or penalty.applies_after_step()
             or (inner.states_per_weight
                 and sum(w.size for w in state.weights) > PROGRAM_MAX_STATE)
         ):

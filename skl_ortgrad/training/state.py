@@ -57,6 +57,11 @@ class TrainingState:
         The running average of the weights (averaged SGD), empty without.
     average_count : int
         Samples in the average.
+    penalty : list of numpy.ndarray
+        The state of the penalty's part after the gradient step (the cumulative L1
+        penalty's totals, :meth:`~skl_ortgrad.optim.BaseLearningPenalty.after_step_state`),
+        empty without. It lives for one training call, as scikit-learn's: set at the start
+        of every call, in checkpoints, not pickled.
     """
 
     names: list[str]
@@ -65,6 +70,7 @@ class TrainingState:
     t: int = 1
     average: list[np.ndarray] = field(default_factory=list)
     average_count: int = 0
+    penalty: list[np.ndarray] = field(default_factory=list)
 
     @classmethod
     def initial(cls, model: onnx.ModelProto, names: list[str] | None,
@@ -96,11 +102,12 @@ class TrainingState:
 
     def checkpoint(self) -> dict[str, Any]:
         """Copies of every value: ``weights``, ``t``, ``lr_state`` (the rule's state),
-        ``average`` and ``average_count``."""
+        ``average``, ``average_count`` and ``penalty``."""
         return {"weights": [w.copy() for w in self.weights], "t": self.t,
                 "lr_state": [s.copy() for s in self.rate_state],
                 "average": [a.copy() for a in self.average],
-                "average_count": self.average_count}
+                "average_count": self.average_count,
+                "penalty": [p.copy() for p in self.penalty]}
 
     def restore(self, checkpoint: dict[str, Any]) -> None:
         """Make the values those of ``checkpoint`` (:meth:`checkpoint`'s form; the
@@ -117,6 +124,13 @@ class TrainingState:
         else:
             self.average = [a.copy() for a in average]
         self.average_count = checkpoint.get("average_count", 0)
+        penalty = checkpoint.get("penalty", [])
+        if len(penalty) == len(self.penalty):
+            # In place: the penalty's step of the epoch holds these buffers.
+            for target, source in zip(self.penalty, penalty, strict=True):
+                np.copyto(target, source)
+        else:
+            self.penalty = [p.copy() for p in penalty]
 
     def set_weights(self, arrays: list[np.ndarray]) -> None:
         """Copy ``arrays`` into the weights, cast to their dtype.

@@ -71,6 +71,12 @@ class StoppingPolicy:
         return (epoch + 1) % self.validation_period == 0 or epoch == epochs - 1
 
     @property
+    def no_improvement(self) -> int:
+        """Epochs in a row that did not improve, so far (scikit-learn's MLPs'
+        ``_no_improvement_count``)."""
+        return self._no_improvement
+
+    @property
     def patience(self) -> float | None:
         """Epochs from now before the rule can stop at the earliest (None: no rule)."""
         if self.tol is None:

@@ -216,6 +216,9 @@ class Trainer(HoldsTrainingState):
     epochs_completed_ : int
         Complete epochs of the last :meth:`fit` or :meth:`partial_fit`, kept up to date
         while training, so it is right after an interruption or a divergence.
+    no_improvement_count_ : int
+        Epochs in a row that ended without improving by ``tol``, at the end of the last
+        call (the ``tol`` rule's count; 0 without the rule).
     train_losses_, validation_losses_ : list of float
         Mean loss per epoch (validation: per evaluation), the terms of a penalty that is
         part of the loss included (``loss_term``); with sample weights, as
@@ -538,6 +541,7 @@ class Trainer(HoldsTrainingState):
             raise
         finally:
             call.progress.close(reason, self.epochs_completed_)
+            self.no_improvement_count_ = call.stopping.no_improvement
 
     def _call(self, data: tuple[list[Any], bool], epochs: int, X_val: Any,
               val_scorer: Any, partial: bool) -> _Call:
@@ -545,6 +549,9 @@ class Trainer(HoldsTrainingState):
         arrays, weighted = data
         setup = self.setup()
         self.backend_ = setup.backend
+        # The cumulative L1 penalty's totals start at zero at every call, as
+        # scikit-learn's (_plain_sgd's u and q).
+        self.state_.penalty = setup.penalty.after_step_state(self.penalized())
         # The engine is built on first use: an epoch run by the linear program needs none
         # (a tenth of a small fit).
         device = ort_device("cpu" if setup.on_cpu else self.engine(weighted).cls_type_.device)
@@ -556,8 +563,10 @@ class Trainer(HoldsTrainingState):
         objective = stopping.monitored == "training objective"
         groups = EpochGroups.allowed(epochs, X_val is not None, progress.silent, self.tol,
                                      self.n_iter_no_change)
+        # The program's threshold does not depend on validation: a fit with early
+        # stopping and one without train the same rows alike, bit for bit.
         program = transient(self).programs.bound(
-            setup, self.state_, self.penalized(), loader, weighted, grouped=groups,
+            setup, self.state_, self.penalized(), loader, weighted, several=epochs > 1,
             norms=objective)
         return _Call(setup, loader, weighted, progress, stopping, program,
                      groups and type(program) is LinearProgramRun, objective)

@@ -254,7 +254,7 @@ def test_partial_fit_streaming_matches_fit(cancer):
                 streamed.partial_fit(X_train[rows], y_train[rows], classes=[0, 1])
             else:
                 streamed.partial_fit(X_train[rows], y_train[rows])
-    assert streamed.n_iter_ == 50
+    assert streamed.n_iter_ == 1 and len(streamed.loss_curve_) == 50
     assert streamed.t_ == reference.t_
     assert_array_equal(streamed.classes_, [0, 1])
     fit_score = reference.score(X_test, y_test)
@@ -290,7 +290,8 @@ def test_dask_ml_incremental_on_local_cluster():
         for _ in range(3):
             model.partial_fit(X_dask, y_dask)
         estimator = model.estimator_
-        assert estimator.n_iter_ == 3 * X_dask.numblocks[0]
+        assert estimator.n_iter_ == 1
+        assert len(estimator.loss_curve_) == 3 * X_dask.numblocks[0]
         predicted = model.predict(dask_array.from_array(X_test, chunks=500)).compute()
     assert cluster.status.name == "closed"
     assert_allclose(predicted, estimator.predict(X_test), rtol=1e-5, atol=1e-5)

@@ -98,13 +98,14 @@ def test_random_state_reproducible():
     assert not np.array_equal(first.coef_, other.coef_)
 
 
-def test_partial_fit_continues_t_and_n_iter():
+def test_partial_fit_continues_t_and_counts_its_epoch_in_n_iter():
     X_train, _, y_train, _ = _split(*load_diabetes(return_X_y=True))
     model = OnnxSGDRegressor(random_state=0, batch_size=100)
     model.partial_fit(X_train, y_train)
     assert model.t_ == 1 + len(X_train) and model.n_iter_ == 1
     model.partial_fit(X_train, y_train)
-    assert model.t_ == 1 + 2 * len(X_train) and model.n_iter_ == 2
+    # n_iter_: the epochs of the last call, as scikit-learn's.
+    assert model.t_ == 1 + 2 * len(X_train) and model.n_iter_ == 1
     assert len(model.loss_curve_) == 2
 
 

@@ -162,12 +162,13 @@ def test_validation_at_construction_and_at_use():
 
 def test_params_clone_repr_pickle():
     penalty = ElasticLearningPenalty(l1=0.2)
-    assert penalty.get_params() == {"l1": 0.2, "l2": 0.5, "rows": 1}
+    assert penalty.get_params() == {"l1": 0.2, "l2": 0.5, "rows": 1, "cumulative": False}
     assert repr(penalty) == "ElasticLearningPenalty(l1=0.2)"
     assert repr(ElasticLearningPenalty()) == "ElasticLearningPenalty()"
     assert repr(NoLearningPenalty()) == "NoLearningPenalty()"
     copy = clone(penalty).set_params(l2=0.1)
-    assert copy.get_params() == {"l1": 0.2, "l2": 0.1, "rows": 1} and penalty.l2 == 0.5
+    assert copy.get_params() == {"l1": 0.2, "l2": 0.1, "rows": 1, "cumulative": False}
+    assert penalty.l2 == 0.5
     restored = pickle.loads(pickle.dumps(copy))
     assert type(restored) is ElasticLearningPenalty and restored.get_params() == copy.get_params()
     assert type(pickle.loads(pickle.dumps(NoLearningPenalty()))) is NoLearningPenalty
@@ -226,7 +227,7 @@ def test_select_other_values():
     assert type(BaseLearningPenalty.select(None)) is NoLearningPenalty
     got = BaseLearningPenalty.select(0.01)
     assert type(got) is ElasticLearningPenalty
-    assert got.get_params() == {"l1": 0.0, "l2": 0.01, "rows": 1}
+    assert got.get_params() == {"l1": 0.0, "l2": 0.01, "rows": 1, "cumulative": False}
     penalty = ElasticLearningPenalty()
     assert BaseLearningPenalty.select(penalty) is penalty
     with pytest.raises(ValueError, match="Unknown learning penalty 'ridge'") as info:
@@ -264,3 +265,50 @@ def test_stepper_equals_successive_update_weights(penalty):
 def test_stepper_validates_when_built():
     with pytest.raises(ValueError, match="l1 must be a finite number >= 0"):
         ElasticLearningPenalty().set_params(l1=-1.0).stepper([np.zeros(2, dtype=np.float32)])
+
+
+def _cumulative_reference(w, etas, l1):
+    """Tsuruoka et al.'s cumulative L1 penalty, written out: after each step the total
+    u of the L1 steps, q the penalty applied to each weight so far."""
+    w, q, u, out = w.copy(), np.zeros_like(w), 0.0, []
+    for eta in etas:
+        u += eta * l1
+        for j in range(w.size):
+            z = w.flat[j]
+            if z > 0:
+                w.flat[j] = max(0.0, z - (u + q.flat[j]))
+            elif z < 0:
+                w.flat[j] = min(0.0, z + (u - q.flat[j]))
+            q.flat[j] += w.flat[j] - z
+        out.append(w.copy())
+        # The gradient step between two penalty steps.
+        w += np.sin(np.arange(w.size) + eta).reshape(w.shape) * 0.05
+    return out
+
+
+def test_cumulative_l1_after_the_step_is_tsuruoka_s_rule():
+    """``cumulative=True``: the stepper is the L2 decay alone, and after each step the
+    cumulative L1 rule with its totals, equal to the written-out rule (float64); without
+    it, nothing comes after the step."""
+    penalty = ElasticLearningPenalty(l1=0.3, l2=0.2, cumulative=True)
+    weights = [np.array([[0.5, -0.02], [0.01, -0.9]]), np.array([0.0, 0.04, -0.3])]
+    etas = [0.1, 0.05, 0.2, 0.1]
+    expected = [_cumulative_reference(w, etas, 0.3) for w in weights]
+    state = penalty.after_step_state(weights)
+    assert state[0].shape == () and [q.shape for q in state[1:]] == [(2, 2), (3,)]
+    step = penalty.after_step(weights, state)
+    for index, eta in enumerate(etas):
+        step(eta)
+        for w, reference in zip(weights, expected, strict=True):
+            np.testing.assert_allclose(w, reference[index], rtol=1e-15, atol=1e-17)
+            w += np.sin(np.arange(w.size) + eta).reshape(w.shape) * 0.05
+    assert float(state[0]) == pytest.approx(0.3 * sum(etas), rel=1e-15)
+    decayed = [np.ones(3)]
+    penalty.stepper(decayed)(0.5)
+    np.testing.assert_array_equal(decayed[0], np.full(3, 0.9))
+    for plain in (ElasticLearningPenalty(l1=0.3), ElasticLearningPenalty(l1=0.0, l2=0.1,
+                                                                         cumulative=True)):
+        assert not plain.applies_after_step()
+        assert plain.after_step_state(weights) == []
+        assert plain.after_step(weights, []) is None
+    assert NoLearningPenalty().after_step(weights, []) is None

@@ -15,7 +15,12 @@ import pytest
 import scipy.sparse as sp
 from _calls import called_with, record_calls
 
-from skl_ortgrad import ConvergenceError, OnnxSGDClassifier, OnnxSGDRegressor
+from skl_ortgrad import (
+    ConvergenceError,
+    ElasticLearningPenalty,
+    OnnxSGDClassifier,
+    OnnxSGDRegressor,
+)
 from skl_ortgrad.optim.scaled import ScaledLearningRate
 from skl_ortgrad.runtime.program_run import LinearProgramRun
 from skl_ortgrad.training import program_choice
@@ -61,7 +66,9 @@ CASES = [
     (OnnxSGDRegressor, {"n_iter_no_change": 2}, None),
     (OnnxSGDRegressor, {"learning_rate": "adaptive", "eta0": 0.05, "tol": 1e-2}, None),
     (OnnxSGDRegressor, {"shuffle": False}, None),
-    (OnnxSGDRegressor, {"penalty": "elasticnet", "alpha": 0.01}, None),
+    # The proximal form: the string penalties' cumulative L1 part runs per batch.
+    (OnnxSGDRegressor, {"penalty": ElasticLearningPenalty(l1=1.5e-3, l2=8.5e-3),
+                       "alpha": 0.01}, None),
     (OnnxSGDRegressor, {"dtype": np.float64}, None),
     (OnnxSGDRegressor, {"learning_rate": ScaledLearningRate(
         LearningRateSGD(eta0=0.05, learning_rate="invscaling"), per_epoch=True)}, None),

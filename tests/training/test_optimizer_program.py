@@ -133,17 +133,24 @@ def programs(monkeypatch):
     return kinds
 
 
+#: The programs' L1 soft threshold before the step: the estimators' string penalties
+#: 'l1' and 'elasticnet' apply scikit-learn's cumulative L1 penalty after the step, which
+#: runs per batch (test_cumulative_l1_runs_per_batch).
+PROXIMAL_L1 = ElasticLearningPenalty(l1=0.01, l2=0.0)
+PROXIMAL_ELASTIC = ElasticLearningPenalty(l1=1.5e-4, l2=8.5e-4)
+
+
 def _fit(task, **params):
     model = ESTIMATORS[task](max_iter=3, tol=None, random_state=0, **params)
     return model.fit(X, Y[task])
 
 
 @pytest.mark.parametrize("params", [
-    {}, {"penalty": None}, {"penalty": "l1", "alpha": 0.01},
-    {"penalty": "elasticnet", "alpha": 0.001}, {"learning_rate": "constant", "eta0": 0.001},
+    {}, {"penalty": None}, {"penalty": PROXIMAL_L1, "alpha": 0.01},
+    {"penalty": PROXIMAL_ELASTIC, "alpha": 0.001}, {"learning_rate": "constant", "eta0": 0.001},
     {"shuffle": False},
     {"learning_rate": LearningRateSGDNesterov(eta0=0.001, learning_rate="constant")},
-    {"learning_rate": LearningRateAdam(eta0=0.01), "penalty": "elasticnet"},
+    {"learning_rate": LearningRateAdam(eta0=0.01), "penalty": PROXIMAL_ELASTIC},
 ], ids=["default", "no penalty", "l1", "elasticnet", "constant", "no shuffle", "nesterov",
         "adam"])
 @pytest.mark.parametrize("task", list(ESTIMATORS))
@@ -161,15 +168,26 @@ def test_estimators_train_bit_for_bit_as_per_batch(monkeypatch, chunks, generic,
     _assert_same(_state(model), _state(expected))
 
 
+@pytest.mark.parametrize("penalty", ["l1", "elasticnet"])
+@pytest.mark.parametrize("task", list(ESTIMATORS))
+def test_cumulative_l1_runs_per_batch(chunks, task, penalty):
+    """scikit-learn's cumulative L1 penalty (the string penalties) comes after the
+    gradient step, with its totals: no program runs it, the per-batch path does."""
+    model = _fit(task, penalty=penalty, alpha=0.01)
+    assert model.optimizer_.learning_penalty_.applies_after_step()
+    assert chunks == []
+
+
 LEAN_CASES = [
     ("regression", {}), ("regression", {"penalty": None}),
-    ("regression", {"penalty": "l1", "alpha": 0.01}),
-    ("regression", {"penalty": "elasticnet", "alpha": 0.001}),
+    ("regression", {"penalty": PROXIMAL_L1, "alpha": 0.01}),
+    ("regression", {"penalty": PROXIMAL_ELASTIC, "alpha": 0.001}),
     ("regression", {"learning_rate": "constant", "eta0": 0.001}),
     ("regression", {"shuffle": False}),
-    ("binary", {"loss": "log_loss"}), ("binary", {"loss": "log_loss", "penalty": "l1"}),
+    ("binary", {"loss": "log_loss"}),
+    ("binary", {"loss": "log_loss", "penalty": ElasticLearningPenalty(l1=1e-4, l2=0.0)}),
     ("binary", {}), ("binary", {"loss": "perceptron"}),
-    ("binary", {"penalty": "elasticnet", "alpha": 0.001}), ("binary", {"shuffle": False}),
+    ("binary", {"penalty": PROXIMAL_ELASTIC, "alpha": 0.001}), ("binary", {"shuffle": False}),
 ]
 #: The lean loss of the estimators' losses.
 LEAN_KINDS = {"squared_error": "squared_error", "log_loss": "log", "hinge": "hinge",
@@ -180,7 +198,7 @@ LEAN_KINDS = {"squared_error": "squared_error", "log_loss": "log", "hinge": "hin
 MULTICLASS_CASES = [
     ("multiclass", {}), ("multiclass", {"loss": "log_loss"}),
     ("multiclass", {"loss": "perceptron", "shuffle": False}),
-    ("multiclass", {"penalty": "elasticnet", "alpha": 0.001}),
+    ("multiclass", {"penalty": PROXIMAL_ELASTIC, "alpha": 0.001}),
     ("multiclass", {"class_weight": {0: 2.0, 1: 1.0, 2: 0.5, 3: 1.0}}),
 ]
 
@@ -670,7 +688,7 @@ def test_divergence_in_a_chunk_is_reported_at_its_batch(monkeypatch, chunks, lea
 
 @pytest.mark.parametrize(("task", "params"), [
     ("regression", {"alpha": 0.05}), ("binary", {"alpha": 0.05}),
-    ("binary", {"penalty": "l1", "alpha": 0.01}),
+    ("binary", {"penalty": PROXIMAL_L1, "alpha": 0.01}),
 ], ids=["regression l2", "binary l2", "binary l1"])
 @pytest.mark.parametrize("path", ["generic", "linear", "sparse linear", "grouped"])
 def test_tol_on_the_objective_stops_where_the_per_batch_path_does(monkeypatch, chunks,

@@ -1,0 +1,210 @@
+"""What scikit-learn's own test files check of the estimators (issue #31): the early
+stopping split, ``n_iter_`` after ``partial_fit``, the cumulative L1 penalty, the ``tol``
+objective with sample weights, the MLP's best validation weights; each against
+scikit-learn or a numpy reference."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from skl2onnx import to_onnx
+from sklearn.base import is_classifier
+from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits, load_iris
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.linear_model import SGDClassifier, SGDRegressor
+from sklearn.neural_network import MLPClassifier, MLPRegressor
+from sklearn.preprocessing import StandardScaler
+
+from skl_ortgrad import OnnxMLPClassifier, OnnxMLPRegressor, OnnxSGDClassifier, OnnxSGDRegressor
+
+
+def _scaled(load, rows):
+    X, y = load(return_X_y=True)
+    return StandardScaler().fit_transform(X)[:rows], y[:rows]
+
+
+@pytest.mark.parametrize(("ours", "theirs"), [
+    (OnnxSGDClassifier, SGDClassifier), (OnnxSGDRegressor, SGDRegressor)],
+    ids=["classifier", "regressor"])
+def test_early_stopping_splits_the_rows_scikit_learn_splits(ours, theirs):
+    """Per sample, the early-stopping fit trains on scikit-learn's training rows, in their
+    order, whether ``random_state`` is a seed or a ``RandomState``: same weights."""
+    X, y = _scaled(load_iris if ours is OnnxSGDClassifier else load_diabetes, 150)
+    y = y if ours is OnnxSGDClassifier else (y - 150) / 80
+    for seed in (3, np.random.RandomState(3)):
+        params = {"early_stopping": True, "validation_fraction": 0.3, "shuffle": False,
+                  "tol": None, "max_iter": 3, "eta0": 0.01, "learning_rate": "constant"}
+        reference = theirs(**params, random_state=3).fit(X, y)
+        model = ours(**params, random_state=seed, batch_size=1, dtype=np.float64).fit(X, y)
+        np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
+
+
+def test_early_stopping_refuses_zero_weights_on_the_validation_rows_in_sklearn_words():
+    """The SGD estimators' split names the validation rows; the MLPs refuse all-zero
+    weights before, as scikit-learn's."""
+    X, y = load_iris(return_X_y=True)
+    for estimator in (SGDClassifier, OnnxSGDClassifier):
+        with pytest.raises(ValueError, match=r"^The sample weights for validation set are all "
+                           r"zero, consider using a different random state\.$"):
+            estimator(early_stopping=True, validation_fraction=0.4, random_state=0).fit(
+                X, y, sample_weight=np.zeros(len(y)))
+    for estimator in (MLPClassifier, OnnxMLPClassifier):
+        with pytest.raises(ValueError, match=r"^Sample weights must contain at least one "
+                           r"non-zero number\.$"):
+            estimator(early_stopping=True, random_state=0).fit(
+                X, y, sample_weight=np.zeros(len(y)))
+
+
+@pytest.mark.parametrize(("ours", "theirs"), [
+    (OnnxSGDClassifier, SGDClassifier), (OnnxSGDRegressor, SGDRegressor),
+    (OnnxMLPClassifier, MLPClassifier), (OnnxMLPRegressor, MLPRegressor)],
+    ids=lambda c: c.__name__)
+def test_n_iter_counts_the_epochs_of_the_last_call_like_scikit_learn(ours, theirs):
+    """After three ``partial_fit`` calls ``n_iter_`` is 1 (the epoch of the last call) and
+    ``t_`` counts every sample, as scikit-learn's; a warm-started ``fit`` counts its own."""
+    X, y = _scaled(load_breast_cancer, 60)
+    models = []
+    for estimator in (theirs, ours):
+        model = estimator()
+        extra = {"classes": [0, 1]} if is_classifier(model) else {}
+        for _ in range(3):
+            model.partial_fit(X, y, **extra)
+        models.append(model)
+    assert models[1].n_iter_ == models[0].n_iter_ == 1
+    assert models[1].t_ == models[0].t_
+    for model in models:
+        model.set_params(warm_start=True, max_iter=4, tol=None if "SGD" in theirs.__name__
+                         else 1e-4)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model.fit(X, y)
+    assert models[1].n_iter_ == models[0].n_iter_ == 4
+
+
+@pytest.mark.parametrize(("ours", "theirs"), [
+    (OnnxSGDClassifier, SGDClassifier), (OnnxSGDRegressor, SGDRegressor)],
+    ids=["classifier", "regressor"])
+def test_loss_functions_names_scikit_learns_losses(ours, theirs):
+    """The class table ``loss_functions`` has scikit-learn's names; each entry builds the
+    loss the estimator trains with (class, then its parameters at ``epsilon=0.1``)."""
+    assert sorted(ours.loss_functions) == sorted(theirs.loss_functions)
+    for name, (cls, *args) in ours.loss_functions.items():
+        assert type(ours(loss=name)._loss()) is cls
+        assert cls(*args).get_params() == ours(loss=name)._loss().get_params()
+    assert ours.loss_functions["huber"][1] == theirs.loss_functions["huber"][1] == 0.1
+
+
+@pytest.mark.parametrize(("ours", "theirs"), [
+    (OnnxSGDClassifier, SGDClassifier), (OnnxSGDRegressor, SGDRegressor)],
+    ids=["classifier", "regressor"])
+def test_averaged_sgd_keeps_scikit_learns_standard_and_average_weights(ours, theirs):
+    X, y = _scaled(load_iris if ours is OnnxSGDClassifier else load_diabetes, 150)
+    y = y if ours is OnnxSGDClassifier else (y - 150) / 80
+    params = {"average": 20, "shuffle": False, "max_iter": 2, "tol": None, "eta0": 0.01,
+              "learning_rate": "constant"}
+    reference = theirs(**params).fit(X, y)
+    model = ours(**params, batch_size=1, dtype=np.float64).fit(X, y)
+    for name in ("_standard_coef", "_standard_intercept", "_average_coef",
+                 "_average_intercept"):
+        np.testing.assert_allclose(getattr(model, name), getattr(reference, name),
+                                   rtol=1e-10, atol=1e-12, err_msg=name)
+    np.testing.assert_array_equal(model.coef_, model._average_coef)
+    assert not np.allclose(model._standard_coef, model._average_coef)
+    model.set_params(average=False).fit(X, y)
+    assert not any(hasattr(model, name) for name in ("_standard_coef", "_average_coef"))
+
+
+@pytest.mark.parametrize("penalty", ["l1", "elasticnet"])
+@pytest.mark.parametrize(("ours", "theirs", "load"), [
+    (OnnxSGDClassifier, SGDClassifier, load_breast_cancer),
+    (OnnxSGDClassifier, SGDClassifier, load_iris),
+    (OnnxSGDRegressor, SGDRegressor, load_diabetes)],
+    ids=["binary", "multiclass", "regressor"])
+def test_cumulative_l1_penalty_is_scikit_learns(ours, theirs, load, penalty):
+    """Per sample in float64, 'l1' and 'elasticnet' give scikit-learn's weights, exact
+    zeros included, after a fit and after partial_fit calls (each starting its totals
+    afresh, as scikit-learn's)."""
+    X, y = _scaled(load, 150)
+    y = y if ours is OnnxSGDClassifier else (y - 150) / 80
+    params = {"penalty": penalty, "alpha": 0.01, "shuffle": False, "max_iter": 5,
+              "tol": None, "eta0": 0.01, "learning_rate": "constant"}
+    reference = theirs(**params).fit(X, y)
+    model = ours(**params, batch_size=1, dtype=np.float64).fit(X, y)
+    np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(model.coef_ == 0, reference.coef_ == 0)
+    extra = {"classes": np.unique(y)} if ours is OnnxSGDClassifier else {}
+    for _ in range(2):
+        reference.partial_fit(X, y, **extra)
+        model.partial_fit(X, y, **extra)
+    np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
+    if penalty == "l1" and load is not load_diabetes:
+        assert (reference.coef_ == 0).any()
+
+
+@pytest.mark.parametrize("estimator", [MLPClassifier, OnnxMLPClassifier],
+                         ids=lambda c: c.__name__)
+def test_mlp_early_stopping_ends_at_the_best_validation_weights(estimator):
+    """scikit-learn's MLPs (and ours) end early stopping with the weights of the epoch of
+    the best validation score, those of a fit stopped at that epoch; a refit without
+    early stopping resets the validation attributes."""
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:400] / 16, y[:400]
+    params = {"hidden_layer_sizes": (8,), "early_stopping": True, "random_state": 0,
+              "max_iter": 60, "learning_rate_init": 0.5, "n_iter_no_change": 3,
+              "solver": "sgd", "momentum": 0.9}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = estimator(**params).fit(X, y)
+        scores = model.validation_scores_
+        best = int(np.argmax(scores))
+        assert scores[-1] < scores[best] == model.best_validation_score_
+        at_best = estimator(**{**params, "max_iter": best + 1, "tol": 0.0,
+                               "n_iter_no_change": 100}).fit(X, y)
+    assert at_best.validation_scores_ == scores[:best + 1]
+    for got, expected in zip(model.coefs_ + model.intercepts_,
+                             at_best.coefs_ + at_best.intercepts_, strict=True):
+        np.testing.assert_array_equal(got, expected)
+    model.set_params(early_stopping=False, max_iter=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, y)
+    assert model.validation_scores_ is None and model.best_validation_score_ is None
+    assert model.best_loss_ == min(model.loss_curve_)
+
+
+@pytest.mark.parametrize("estimator", [MLPClassifier, OnnxMLPClassifier],
+                         ids=lambda c: c.__name__)
+def test_mlp_counts_the_epochs_without_improvement_like_scikit_learn(estimator):
+    """``_no_improvement_count``: n_iter_no_change + 1 when the tol rule stopped the fit;
+    with a tolerance no epoch meets, every epoch after the first."""
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:100] / 16, y[:100] % 2
+    model = estimator(tol=0.01, max_iter=3000, solver="sgd", n_iter_no_change=4,
+                      random_state=0).fit(X, y)
+    assert model._no_improvement_count == 5 and model.n_iter_ < 3000
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.set_params(tol=1e9, max_iter=30, n_iter_no_change=np.inf).fit(X, y)
+    assert model.n_iter_ == 30 and model._no_improvement_count == 29
+
+
+@pytest.mark.parametrize("ours", [OnnxSGDClassifier, OnnxSGDRegressor],
+                         ids=lambda c: c.__name__)
+def test_sparsify_and_densify_keep_predictions_like_scikit_learn(ours):
+    X, y = _scaled(load_iris, 150)
+    y = y if ours is OnnxSGDClassifier else y / 2.0
+    model = ours(penalty="l1", alpha=0.05, random_state=0, max_iter=5, tol=None).fit(X, y)
+    dense, predicted = model.coef_.copy(), model.predict(X)
+    assert sp.issparse(model.sparsify().coef_)
+    np.testing.assert_array_equal(model.coef_.toarray().ravel(), dense.ravel())
+    restored = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(restored.predict(X), predicted)
+    assert sp.issparse(restored.coef_)
+    assert restored.to_onnx().graph.node
+    # skl2onnx's converter reads the coefficients densely.
+    assert to_onnx(restored, X[:1].astype(np.float32)).graph.node
+    np.testing.assert_array_equal(model.densify().coef_, dense)
+    with pytest.raises(NotFittedError):
+        ours().sparsify()
