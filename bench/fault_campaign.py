@@ -40,7 +40,6 @@ import numpy as np
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression, LogisticRegression, SGDRegressor
 
-import skl_ortgrad
 from skl_ortgrad import (
     LearningRateSGD,
     OnnxGradientClassifier,
@@ -53,7 +52,12 @@ from skl_ortgrad import (
     save,
 )
 
-PACKAGE = os.path.dirname(skl_ortgrad.__file__)
+# The tests' Ctrl-C tracer and state snapshot: one copy for the suite and the campaign.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "tests"))
+from _interrupts import at_count, ctrl_c_when
+from _snapshots import snapshot
+
 RNG = np.random.RandomState(0)
 X = RNG.randn(60, 4)
 Y = X @ np.array([1.0, -2.0, 0.5, 3.0]) + 0.3 + 0.05 * RNG.randn(60)
@@ -135,24 +139,6 @@ def _targets(classifier: bool, transform: Any, rows: int) -> np.ndarray:
     return target
 
 
-def _snapshot(value: Any) -> Any:
-    """``value`` in a form compared bit for bit (see the module's docstring)."""
-    if isinstance(value, np.ndarray):
-        return ("array", value.dtype.str, value.shape, value.tobytes())
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, [_snapshot(v) for v in value])
-    if isinstance(value, dict):
-        return ("dict", {k: _snapshot(v) for k, v in value.items()})
-    if isinstance(value, (int, float, str, bool, type(None), np.generic)):
-        return ("value", repr(value))
-    if hasattr(value, "weights_to_train_"):
-        rng = value.__dict__.get("_rng")
-        return ("optimizer", id(value), value.t_, _snapshot(list(value.weights_)),
-                _snapshot(list(value.lr_state_)), list(value.train_losses_),
-                None if rng is None else rng.get_state()[1].tobytes())
-    return ("object", id(value))
-
-
 def _outputs(model: Any) -> np.ndarray | None:
     if "optimizer_" not in vars(model):
         return None
@@ -167,7 +153,7 @@ def _outputs(model: Any) -> np.ndarray | None:
 
 def _state(model: Any) -> Any:
     outputs = _outputs(model)
-    return _snapshot(dict(vars(model))), None if outputs is None else outputs.tobytes()
+    return snapshot(dict(vars(model))), None if outputs is None else outputs.tobytes()
 
 
 class Campaign:
@@ -214,29 +200,15 @@ class Campaign:
 
 
 def _run(call: Any, interrupt_at: int | None) -> BaseException | None:
-    count = [0]
-
-    def trace(frame, event, arg):
-        if count[0] < 0 or not frame.f_code.co_filename.startswith(PACKAGE):
-            return None
-        if event == "line":
-            count[0] += 1
-            if count[0] == interrupt_at:
-                sys.settrace(None)
-                signal.getsignal(signal.SIGINT)(signal.SIGINT, frame)
-        return trace
-
-    try:
-        if interrupt_at is not None:
-            sys.settrace(trace)
+    """What ``call()`` raised (None: nothing), with a Ctrl-C at the ``interrupt_at``-th
+    package line when given."""
+    if interrupt_at is None:
         try:
             call()
-        finally:
-            sys.settrace(None)
-            count[0] = -1
-    except BaseException as error:
-        return error
-    return None
+        except BaseException as error:
+            return error
+        return None
+    return ctrl_c_when(call, at_count(interrupt_at))[0]
 
 
 def _training_calls(model: Any, classifier: bool, data: np.ndarray, target: np.ndarray,

@@ -1,9 +1,8 @@
 """Ctrl-C at every line the package runs during a training call.
 
-A tracer (``sys.settrace``) stops at one line of the package and does there what a
-Ctrl-C does: it calls the current SIGINT handler (Python's default one raises
-KeyboardInterrupt; the trainer's and the estimators' :class:`DeferredInterrupt` hold it
-until a safe point). Every distinct line reached by the calls below is hit once: the call
+A tracer stops at one line of the package and does there what a Ctrl-C does
+(``tests/_interrupts.py``; the trainer's and the estimators' :class:`DeferredInterrupt`
+hold it until a safe point). Every distinct line reached by the calls below is hit once: the call
 must then end in KeyboardInterrupt (or complete, when the interrupt was held to its very
 end and delivered there), never in another exception, and leave the estimator either as
 it was before the call, bit for bit, or a consistent model whose attributes are what
@@ -14,19 +13,15 @@ from __future__ import annotations
 
 import copy
 import os
-import signal
-import sys
 import warnings
 from functools import partial
 
 import numpy as np
 import pytest
+from _interrupts import PACKAGE, at_line, ctrl_c_when, package_lines
 from sklearn.exceptions import NotFittedError
 
-import skl_ortgrad
 from skl_ortgrad import OnnxMLPClassifier, OnnxSGDClassifier, OnnxSGDRegressor
-
-PACKAGE = os.path.dirname(skl_ortgrad.__file__)
 
 pytestmark = pytest.mark.usefixtures("default_sigint")
 
@@ -50,49 +45,6 @@ def _mlp_first_fit():
 def _sgd_partial_fit():
     estimator = OnnxSGDClassifier(batch_size=16, random_state=0)
     return estimator.partial_fit(X, LABELS, classes=[0, 1]), lambda e: e.partial_fit(X, LABELS)
-
-
-def _package_lines(call) -> list[tuple[str, int]]:
-    """The distinct lines of the package ``call()`` runs, in the order first reached."""
-    seen: dict[tuple[str, int], None] = {}
-
-    def trace(frame, event, arg):
-        if not frame.f_code.co_filename.startswith(PACKAGE):
-            return None
-        if event == "line":
-            seen.setdefault((frame.f_code.co_filename, frame.f_lineno))
-        return trace
-
-    sys.settrace(trace)
-    try:
-        call()
-    finally:
-        sys.settrace(None)
-    return list(seen)
-
-
-def _ctrl_c_at(line: tuple[str, int], call) -> tuple[BaseException | None, bool]:
-    """Run ``call()``, pressing Ctrl-C the first time ``line`` runs: (what it raised,
-    whether the line was reached)."""
-    reached = []
-
-    def trace(frame, event, arg):
-        if not frame.f_code.co_filename.startswith(PACKAGE):
-            return None
-        if event == "line" and (frame.f_code.co_filename, frame.f_lineno) == line:
-            sys.settrace(None)
-            reached.append(True)
-            signal.getsignal(signal.SIGINT)(signal.SIGINT, frame)
-        return trace
-
-    sys.settrace(trace)
-    try:
-        call()
-    except BaseException as exc:
-        return exc, bool(reached)
-    finally:
-        sys.settrace(None)
-    return None, bool(reached)
 
 
 def _fitted_state(estimator) -> dict:
@@ -179,12 +131,12 @@ def test_ctrl_c_at_every_line_leaves_the_estimator_as_before_or_consistent():
             estimator, call = make()
             call(copy.deepcopy(estimator))  # caches warm: the lines of any later call
             traced = copy.deepcopy(estimator)
-            lines = [line for line in _package_lines(partial(call, traced))
+            lines = [line for line in package_lines(partial(call, traced))
                      if line not in covered]
             for index, line in enumerate(lines):
                 target = copy.deepcopy(estimator)
                 before = _fitted_state(target)
-                raised, reached = _ctrl_c_at(line, partial(call, target))
+                raised, reached = ctrl_c_when(partial(call, target), at_line(line))
                 assert reached, (name, line)
                 counts[name] += 1
                 where = f"{name}, Ctrl-C at {os.path.relpath(line[0], PACKAGE)}:{line[1]}"

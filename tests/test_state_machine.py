@@ -11,22 +11,20 @@ from __future__ import annotations
 
 import os
 import pickle
-import signal
-import sys
 import tempfile
 import warnings
 
 import numpy as np
 import pytest
+from _interrupts import at_count, ctrl_c_when
+from _snapshots import snapshot
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from sklearn.exceptions import NotFittedError
 
-import skl_ortgrad
 from skl_ortgrad import LearningRateSGD, OnnxMLPClassifier, OnnxSGDRegressor, load, save
 
-PACKAGE = os.path.dirname(skl_ortgrad.__file__)
 RNG = np.random.RandomState(0)
 X = RNG.randn(30, 3)
 Y = X @ np.array([1.0, -2.0, 0.5]) + 0.3
@@ -48,24 +46,6 @@ def _bad_X(kind: str, width: int) -> np.ndarray:
         data[4, 1] = np.nan
         return data
     return data[:0]
-
-
-def _snapshot(value):
-    """A copy of ``value`` to compare bit for bit: arrays by their bytes, lists and dicts
-    element by element, the optimizer by identity with its weights, t and losses, any
-    other object by identity."""
-    if isinstance(value, np.ndarray):
-        return ("array", value.dtype.str, value.shape, value.tobytes())
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, [_snapshot(v) for v in value])
-    if isinstance(value, dict):
-        return ("dict", {k: _snapshot(v) for k, v in value.items()})
-    if isinstance(value, (int, float, str, bool, type(None), np.generic)):
-        return ("value", repr(value))
-    if hasattr(value, "weights_to_train_"):  # the optimizer
-        return ("optimizer", id(value), value.t_, _snapshot(list(value.weights_)),
-                list(value.train_losses_))
-    return ("object", id(value))
 
 
 class CallSequence(RuleBasedStateMachine):
@@ -99,7 +79,7 @@ class CallSequence(RuleBasedStateMachine):
         return model.predict(data).tobytes()
 
     def _state(self):
-        return _snapshot(dict(vars(self.model))), self._outputs()
+        return snapshot(dict(vars(self.model))), self._outputs()
 
     def _consistent(self):
         model, optimizer, X = self.model, self.model.optimizer_, X_ALL[:, :self.width]
@@ -235,33 +215,14 @@ class CallSequence(RuleBasedStateMachine):
         call = (lambda: self.model.partial_fit(data, self.target, **extra)) if partial else (
             lambda: self.model.fit(data, self.target))
         before = self._state()
-        count = [0]
-
-        def trace(frame, event, arg):
-            # Frames of generators keep their tracer after the call: armed only during it.
-            if count[0] < 0 or not frame.f_code.co_filename.startswith(PACKAGE):
-                return None
-            if event == "line":
-                count[0] += 1
-                if count[0] == line:
-                    sys.settrace(None)
-                    signal.getsignal(signal.SIGINT)(signal.SIGINT, frame)
-            return trace
-
-        try:
-            sys.settrace(trace)
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    call()
-            finally:
-                sys.settrace(None)
-                count[0] = -1
-        except KeyboardInterrupt:
-            pass
-        except ValueError:  # a diverging rate, an invalid parameter set before
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            raised, _ = ctrl_c_when(call, at_count(line))
+        if isinstance(raised, ValueError):  # a diverging rate, an invalid parameter set before
             assert self._state() == before
             return
+        if raised is not None and not isinstance(raised, KeyboardInterrupt):
+            raise raised
         if self._state() != before and self._fitted():
             self._consistent()
 
