@@ -117,20 +117,10 @@ class TrainingState:
         for target, source in zip(self.rate_state, checkpoint["lr_state"], strict=True):
             np.copyto(target, source)
         self.t = checkpoint["t"]
-        average = checkpoint.get("average", [])
-        if len(average) == len(self.average):
-            for target, source in zip(self.average, average, strict=True):
-                np.copyto(target, source)
-        else:
-            self.average = [a.copy() for a in average]
+        # The averager and the penalty's step of the epoch hold these buffers too.
+        self.average = _copied_into(self.average, checkpoint.get("average", []))
         self.average_count = checkpoint.get("average_count", 0)
-        penalty = checkpoint.get("penalty", [])
-        if len(penalty) == len(self.penalty):
-            # In place: the penalty's step of the epoch holds these buffers.
-            for target, source in zip(self.penalty, penalty, strict=True):
-                np.copyto(target, source)
-        else:
-            self.penalty = [p.copy() for p in penalty]
+        self.penalty = _copied_into(self.penalty, checkpoint.get("penalty", []))
 
     def set_weights(self, arrays: list[np.ndarray]) -> None:
         """Copy ``arrays`` into the weights, cast to their dtype.
@@ -323,3 +313,13 @@ class HoldsTrainingState:
             If another version of skl_ortgrad wrote a state in the same format.
         """
         self.__dict__.update(unpickled(state))
+
+
+def _copied_into(buffers: list[np.ndarray], values: list[np.ndarray]) -> list[np.ndarray]:
+    """``values`` copied into ``buffers`` (returned) when they are as many, else copies
+    of ``values`` (a checkpoint taken with or without them)."""
+    if len(values) != len(buffers):
+        return [v.copy() for v in values]
+    for target, source in zip(buffers, values, strict=True):
+        np.copyto(target, source)
+    return buffers
