@@ -89,14 +89,30 @@ def step_penalties(program: ProgramRun, penalty: Any, first: int, count: int,
     return program.step_penalties(first, count, l1, l2) * np.asarray(rows)
 
 
+def program_scalars(setup: TrainingSetup, state: TrainingState,
+                    etas: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+    """The per-step scalars a program reads besides the schedule's, for the steps of rates
+    ``etas`` from ``state``: the update rule's and, with the cumulative L1 penalty, its
+    totals :math:`u_j` (kind ``l1_total``); and those totals (None without)."""
+    extra = dict(setup.rate.step_scalars(etas, state.rate_state))
+    totals = setup.penalty.after_step_totals(state.penalty, etas)
+    if totals is not None:
+        extra["l1_total"] = totals
+    return extra, totals
+
+
 def take_steps(program: ProgramRun, state: TrainingState, rate: Any, steps: int,
-               samples: int) -> None:
-    """Make a program call's new weights and states the current ones: ``steps`` batches
-    of ``samples`` rows in all ran."""
+               samples: int, total: float | None = None) -> None:
+    """Make a program call's new weights and states (the cumulative L1 penalty's
+    :math:`q` among them) the current ones: ``steps`` batches of ``samples`` rows in
+    all ran, after which the penalty's total :math:`u` is ``total`` (None: no such
+    penalty)."""
     for array, new in zip(program.weights, program.new_weights, strict=True):
         np.copyto(array, new)
     rate.advance_state(state.rate_state, steps)
     state.t += samples
+    if total is not None:
+        state.penalty[0][...] = total
 
 
 @dataclass
@@ -272,15 +288,17 @@ class ProgramEpoch(PerBatchEpoch):
     def __init__(self, inputs: EpochInputs, program: ProgramRun) -> None:
         super().__init__(inputs)
         self.program = program
+        # The cumulative L1 penalty's total after every step (program_scalars).
+        self._totals: np.ndarray | None = None
 
     def _needs_features(self) -> bool:
         return self.program.needs_features
 
     def _body(self, interrupt: DeferredInterrupt) -> None:
         program, rows = self.program, self._rows
+        extra, self._totals = program_scalars(self.inputs.setup, self._state, self._eta_array)
         program.schedule(self._eta_array, self.inputs.loader,
-                         *penalty_scalars(self._penalty),
-                         self._rate.step_scalars(self._eta_array, self._state.rate_state))
+                         *penalty_scalars(self._penalty), extra)
         chunk = 0
         while chunk < len(program.chunks):
             if interrupt.pending:
@@ -338,7 +356,8 @@ class ProgramEpoch(PerBatchEpoch):
             first, count = program.chunks[index]
             starts.append(state.checkpoint())
             program.run(index)
-            take_steps(program, state, self._rate, count, sum(rows[first:first + count]))
+            take_steps(program, state, self._rate, count, sum(rows[first:first + count]),
+                       None if self._totals is None else self._totals[first + count - 1])
         return starts
 
 
@@ -401,8 +420,8 @@ class EpochGroups:
             loader.epoch(features=False)
             program.lay_out(loader, epoch)
             shares.append(loss_shares(loader))
-        program.schedule_epochs(etas, *penalty_scalars(inputs.setup.penalty),
-                                rate.step_scalars(etas, state.rate_state), epochs)
+        extra, totals = program_scalars(inputs.setup, state, etas)
+        program.schedule_epochs(etas, *penalty_scalars(inputs.setup.penalty), extra, epochs)
         program.run_epochs(epochs)
         losses = program.epoch_losses(epochs)
         if not (np.isfinite(losses).all()
@@ -410,7 +429,8 @@ class EpochGroups:
             if generator is not None:
                 loader.random_state.set_state(generator)
             return []
-        take_steps(program, state, rate, epochs * program.n_batches, epochs * rows)
+        take_steps(program, state, rate, epochs * program.n_batches, epochs * rows,
+                   None if totals is None else totals[-1])
         penalties = (step_penalties(program, inputs.setup.penalty, 0,
                                     epochs * program.n_batches,
                                     loader.rows * epochs).reshape(epochs, -1)

@@ -551,7 +551,7 @@ class Trainer(HoldsTrainingState):
         self.backend_ = setup.backend
         # The cumulative L1 penalty's totals start at zero at every call, as
         # scikit-learn's (_plain_sgd's u and q).
-        self.state_.penalty = setup.penalty.after_step_state(self.penalized())
+        self.state_.start_penalty(setup.penalty.after_step_state(self.penalized()))
         # The engine is built on first use: an epoch run by the linear program needs none
         # (a tenth of a small fit).
         device = ort_device("cpu" if setup.on_cpu else self.engine(weighted).cls_type_.device)

@@ -99,14 +99,27 @@ def linear_program(
     loss: str, n_features: int, steps: int, batch_rows: int,
     dtype: np.dtype | type = np.float32, l1: bool = False, l2: bool = False,
     threshold: float = 1.0, sparse: bool = False, n_outputs: int = 1, norms: bool = False,
+    cumulative: bool = False,
 ) -> LinearProgram:
     """The linear program of ``steps`` steps: :func:`~skl_ortgrad.training.programs.
     linear.dense_linear_program`, or its sparse form (``sparse``, :func:`~skl_ortgrad.
-    training.programs.sparse.sparse_linear_program`), whose arguments it takes.
+    training.programs.sparse.sparse_linear_program`), whose arguments it takes
+    (``cumulative``: the dense form's).
 
     Memoized (64 programs): the same arguments give the same object, which callers only
     read (a grid search of small fits writes each program once).
+
+    Raises
+    ------
+    ValueError
+        For the sparse form with ``cumulative`` (sparse data with the cumulative L1
+        penalty train per batch).
     """
-    build = sparse_linear_program if sparse else dense_linear_program
-    return build(loss, n_features, steps, batch_rows, dtype=dtype, l1=l1, l2=l2,
-                 threshold=threshold, n_outputs=n_outputs, norms=norms)
+    arguments = {"dtype": dtype, "l1": l1, "l2": l2, "threshold": threshold,
+                 "n_outputs": n_outputs, "norms": norms}
+    if not sparse:
+        return dense_linear_program(loss, n_features, steps, batch_rows,
+                                    cumulative=cumulative, **arguments)
+    if cumulative:
+        raise ValueError("The sparse linear program has no cumulative L1 penalty.")
+    return sparse_linear_program(loss, n_features, steps, batch_rows, **arguments)

@@ -21,6 +21,7 @@ from skl_ortgrad.training.programs.steps import (
     PerStep,
     StepTemplate,
     check_steps,
+    cumulative_l1,
     dims_of,
     proximal,
     rank_of,
@@ -46,7 +47,8 @@ class StepProgram(PerStep):
         The per-row inputs (``X``, the label...), keys of :meth:`feeds`' ``data``.
     weights : list of str
         Weight inputs, then the update rule's packed state (its ``states_per_weight``
-        1-D tensors over all the weights, see :func:`_packed_update`); the outputs are
+        1-D tensors over all the weights, see :func:`_packed_update`), then the cumulative
+        L1 penalty's :math:`q` of every penalized weight (``cumulative``); the outputs are
         :attr:`new_weights`, in the same order.
     weight_shapes : list of tuple
     new_weights : list of str
@@ -117,6 +119,7 @@ class StepProgram(PerStep):
 def _generic_template(
     fused: ModelProto, weights: Sequence[str], penalized: Sequence[str], batch_rows: int,
     l1: bool, l2: bool, loss: str, update: BaseLearningRate, norms: bool = False,
+    cumulative: bool = False,
 ) -> StepTemplate:
     graph = fused.graph
     if any(att.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS)
@@ -169,6 +172,16 @@ def _generic_template(
         for w, start in zip(weights, starts, strict=True):
             new_weights.append(update.emit_update(step, start, f"{w}_grad", [],
                                                   rank_of(inputs[w]))[0])
+    applied = []
+    if cumulative:
+        # The cumulative L1 penalty after the update, each penalized weight with its q.
+        for w in penalized:
+            index = list(weights).index(w)
+            applied.append(value_info(unique_name(f"{w}_applied", step.taken), elem,
+                                      dims_of(inputs[w])))
+            new_weights[index], new_applied = cumulative_l1(
+                step, new_weights[index], applied[-1].name, rank_of(inputs[w]))
+            new_states.append(new_applied)
     grad_shape = tuple(dims_of(inputs[grad_input]))
     if any(d is None for d in grad_shape):
         raise ValueError(f"{grad_input!r} must have a static shape, got {grad_shape}.")
@@ -177,7 +190,7 @@ def _generic_template(
         initializers=[*graph.initializer, *step.initializers],
         data=data,
         scalars=[(grad_input, "scale", grad_shape), *step.scalar_inputs()],
-        weights=[*(inputs[w] for w in weights), *states],
+        weights=[*(inputs[w] for w in weights), *states, *applied],
         new_weights=[*new_weights, *new_states],
         loss=loss,
         loss_shape=tuple(d or 1 for d in dims_of(loss_info)),
@@ -228,6 +241,7 @@ def generic_program(
     loss: str = "loss",
     update: BaseLearningRate | None = None,
     norms: bool = False,
+    cumulative: bool = False,
 ) -> StepProgram:
     r"""The program of ``steps`` steps built on a backend's one-call gradient graph.
 
@@ -237,8 +251,11 @@ def generic_program(
     emit_update`; plain SGD: :math:`D - \eta_j g` with :math:`\eta_j` fed at the
     weight's rank), where :math:`D` is :math:`W` or, for the ``penalized`` weights,
     :math:`W` decayed by :math:`\max(0, 1 - \eta_j l_2 / r)^r` (when ``l2``) then
-    soft-thresholded at :math:`\eta_j l_1` (when ``l1``). The rule's state (momentum
-    velocities, Adam's moments) flows from step to step beside the weights.
+    soft-thresholded at :math:`\eta_j l_1` (when ``l1``), then, with ``cumulative``,
+    the cumulative L1 penalty's step of the penalized weights
+    (:func:`~skl_ortgrad.training.programs.steps.cumulative_l1`). The rule's state
+    (momentum velocities, Adam's moments) and the penalty's (:math:`q` of every penalized
+    weight, in ``penalized`` order) flow from step to step beside the weights.
 
     Parameters
     ----------
@@ -265,6 +282,9 @@ def generic_program(
     norms : bool
         Also output, per step, the ``NORMS`` of the penalized weights the step
         starts from (the penalty's value, scikit-learn's SGD objective).
+    cumulative : bool
+        Emit the cumulative L1 penalty after the update (its total :math:`u_j` fed per
+        step, ``l1_total``).
 
     Returns
     -------
@@ -272,7 +292,8 @@ def generic_program(
     """
     check_steps(steps)
     t = _generic_template(fused, weights, penalized, batch_rows, l1, l2, loss,
-                          LearningRateSGD() if update is None else update, norms)
+                          LearningRateSGD() if update is None else update, norms,
+                          cumulative)
     if t.opsets[0][1] < MIN_OPSET:
         raise ValueError(f"A program needs opset >= {MIN_OPSET}, got {t.opsets[0][1]}.")
     outputs = [f"new_{w.name}" for w in t.weights]
