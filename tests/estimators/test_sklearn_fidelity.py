@@ -18,6 +18,8 @@ from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.preprocessing import StandardScaler
 
 from skl_ortgrad import OnnxMLPClassifier, OnnxMLPRegressor, OnnxSGDClassifier, OnnxSGDRegressor
+from skl_ortgrad.runtime.program_run import LinearProgramRun
+from skl_ortgrad.training.caches import transient
 
 
 def _scaled(load, rows):
@@ -125,13 +127,14 @@ def test_averaged_sgd_keeps_scikit_learns_standard_and_average_weights(ours, the
 def test_cumulative_l1_penalty_is_scikit_learns(ours, theirs, load, penalty):
     """Per sample in float64, 'l1' and 'elasticnet' give scikit-learn's weights, exact
     zeros included, after a fit and after partial_fit calls (each starting its totals
-    afresh, as scikit-learn's)."""
+    afresh, as scikit-learn's), trained by the linear program (its cumulative L1 step)."""
     X, y = _scaled(load, 150)
     y = y if ours is OnnxSGDClassifier else (y - 150) / 80
     params = {"penalty": penalty, "alpha": 0.01, "shuffle": False, "max_iter": 5,
               "tol": None, "eta0": 0.01, "learning_rate": "constant"}
     reference = theirs(**params).fit(X, y)
     model = ours(**params, batch_size=1, dtype=np.float64).fit(X, y)
+    assert type(transient(model.optimizer_).programs.binding) is LinearProgramRun
     np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
     np.testing.assert_array_equal(model.coef_ == 0, reference.coef_ == 0)
     extra = {"classes": np.unique(y)} if ours is OnnxSGDClassifier else {}
