@@ -154,7 +154,8 @@ def _generic_template(
         data.append(value_info(info.name, info.type.tensor_type.elem_type, [batch_rows, *dims[1:]]))
     elem = loss_info.type.tensor_type.elem_type
     step = StepGraph(graph_names(graph), numpy_dtype(elem))
-    extra = step_norms(step, [w for w in weights if w in penalized], l1, l2) if norms else []
+    extra = (step_norms(step, [w for w in weights if w in penalized], l1 or cumulative, l2)
+             if norms else [])
     starts = [proximal(step, w, rank_of(inputs[w]), l1, l2) if w in penalized else w
               for w in weights]
     shapes = [dims_of(inputs[w]) for w in weights]

@@ -322,7 +322,7 @@ def dense_linear_program(
     batch = emit("Gather", [p.features, rows], "batch", axis=0)
     s = (emit("Gemm", [batch, coef, intercept], "score") if outputs > 1
          else emit("Gemm", [coef, batch, intercept], "score", transB=1))
-    extra = step_norms(step, [coef], l1, l2) if norms else []
+    extra = step_norms(step, [coef], l1 or cumulative, l2) if norms else []
     values, u = residual_nodes(step, loss, s, threshold, dtype, row_shape, constants)
     start = proximal(step, coef, 2, l1, l2)
     if outputs > 1:
