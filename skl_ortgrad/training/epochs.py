@@ -48,10 +48,19 @@ from skl_ortgrad.training.state import TrainingState
 class EpochResult:
     """An epoch's mean loss (as :func:`loss_shares` weighs it) and, when the ``tol`` rule
     watches the objective, the mean over its rows of the penalty at the weights their
-    batch started from (0.0 otherwise)."""
+    batch started from (0.0 otherwise); ``unweighted``, where the rule watches it
+    (:attr:`EpochInputs.row_losses`), the mean over the rows of their unweighted losses
+    at the weights their batch started from."""
 
     loss: float
     penalty: float
+    unweighted: float | None = None
+
+    @property
+    def objective(self) -> float:
+        """What the ``tol`` rule watches without validation data: the loss (the
+        unweighted one where computed) plus the penalty."""
+        return (self.loss if self.unweighted is None else self.unweighted) + self.penalty
 
 
 def loss_shares(loader: MiniBatchLoader) -> tuple[list[float], float]:
@@ -136,6 +145,12 @@ class EpochInputs:
     epoch_number : int
         The 1-based number of the epoch in the trainer's history (``verbose >= 2``
         reports).
+    row_losses : callable, optional
+        ``row_losses(features, labels)``: the unweighted loss of every row at the current
+        weights, given where the ``tol`` rule watches the rows' unweighted losses
+        (:attr:`~skl_ortgrad.training.stopping.StoppingPolicy.unweighted`: scikit-learn's
+        SGD objective with sample weights); the per-batch path calls it at every batch,
+        before its update, a program (the linear one only) computes them itself.
     """
 
     setup: TrainingSetup
@@ -145,6 +160,7 @@ class EpochInputs:
     engine: Callable[[], OrtGradientForwardBackward]
     objective: bool = False
     epoch_number: int = 1
+    row_losses: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
 
 
 class PerBatchEpoch:
@@ -165,6 +181,7 @@ class PerBatchEpoch:
         self._shares: list[float] = []
         self._divisor = 0.0
         self._total, self._previous, self._penalty_total = 0.0, None, 0.0
+        self._unweighted_total = 0.0
         self._updating = False
         # verbose >= 2: the loss and learning rate of every batch.
         self._detail = (BatchProgress(len(self._rows), inputs.epoch_number)
@@ -191,8 +208,10 @@ class PerBatchEpoch:
             last = mean(self._previous, self.inputs.loader.totals[-1])
             raise Diverged(len(self._rows) - 1, np.inf, self._etas[-1], last,
                            what="the weights are")
-        return EpochResult(mean(self._total, self._divisor),
-                           self._penalty_total / self.inputs.loader.n_rows)
+        n_rows = self.inputs.loader.n_rows
+        return EpochResult(mean(self._total, self._divisor), self._penalty_total / n_rows,
+                           None if self.inputs.row_losses is None
+                           else self._unweighted_total / n_rows)
 
     def _needs_features(self) -> bool:
         return True
@@ -234,6 +253,7 @@ class PerBatchEpoch:
         runs, loss_buffer, step, decay, term, after = self._built_pieces()
         totals, scales, etas = loader.totals, loader.scales, self._etas
         penalized = self.inputs.penalized if self.inputs.objective else []
+        row_losses = self.inputs.row_losses
         for batch in range(first, stop):
             if interrupt.pending:
                 # Ctrl-C arrived during the previous batch: stop at its end.
@@ -250,6 +270,9 @@ class PerBatchEpoch:
                 raise Diverged(batch, loss, eta, last)
             if penalized:
                 self._penalty_total += rows[batch] * self._penalty.penalty_loss(penalized)
+            if row_losses is not None:
+                self._unweighted_total += float(np.sum(
+                    row_losses(*loader.batch_arrays(batch)), dtype=np.float64))
             self._updating = True
             decay(eta)
             step(eta)
@@ -322,6 +345,10 @@ class ProgramEpoch(PerBatchEpoch):
                 self._penalty_total += float(step_penalties(
                     program, self._penalty, first, len(kept), rows[first:first + len(kept)]
                 ).sum())
+            if self.inputs.row_losses is not None and kept:
+                # The linear program's (ProgramCache.bound): its rows' values unweighted.
+                self._unweighted_total += float(program.step_losses(
+                    first, len(kept), unweighted=True).sum(dtype=np.float64))
             if bad is None:
                 chunk += len(starts)
                 continue
@@ -435,13 +462,17 @@ class EpochGroups:
                                     epochs * program.n_batches,
                                     loader.rows * epochs).reshape(epochs, -1)
                      if inputs.objective else np.zeros((epochs, 1)))
+        unweighted = (program.epoch_losses(epochs, unweighted=True).sum(
+            axis=1, dtype=np.float64) / loader.n_rows if inputs.row_losses is not None
+            else [None] * epochs)
         results = []
-        for batch_losses, (epoch_shares, divisor), epoch_penalties in zip(
-                losses.tolist(), shares, penalties, strict=True):
+        for batch_losses, (epoch_shares, divisor), epoch_penalties, plain in zip(
+                losses.tolist(), shares, penalties, unweighted, strict=True):
             # Summed in the order an epoch sums them.
             total = 0.0
             for loss, share in zip(batch_losses, epoch_shares, strict=True):
                 total += loss * share
             results.append(EpochResult(mean(total, divisor),
-                                       float(epoch_penalties.sum()) / loader.n_rows))
+                                       float(epoch_penalties.sum()) / loader.n_rows,
+                                       None if plain is None else float(plain)))
         return results

@@ -200,7 +200,7 @@ class ProgramCache:
 
     def bound(self, setup: TrainingSetup, state: TrainingState, penalized: list[np.ndarray],
               loader: MiniBatchLoader, weighted: bool, several: bool = False,
-              norms: bool = False) -> ProgramRun | None:
+              norms: bool = False, unweighted: bool = False) -> ProgramRun | None:
         """The training program bound to ``loader``, or None where the per-batch path
         must run.
 
@@ -217,7 +217,11 @@ class ProgramCache:
         sparse data with it train per batch), no averaging, ``verbose < 2`` (no
         per-batch report), and the stock per-batch pieces (:data:`PROGRAM_PIECES`).
         ``norms``: the program also writes the norms of the penalized weights (the
-        ``tol`` rule watches the objective). The program and its session are built once
+        ``tol`` rule watches the objective). ``unweighted``: the epochs also need the
+        rows' unweighted losses (:attr:`~skl_ortgrad.training.stopping.StoppingPolicy.
+        unweighted`), which only the linear program gives (its per-row values; the
+        generic one outputs the gradient graph's weighted loss): the others run per
+        batch. The program and its session are built once
         per model structure, loss, update rule and configuration, and shared by every
         trainer (:data:`PROGRAMS`); its feeds are bound once per loader and weight
         buffers (and again when the loader serves other features).
@@ -255,8 +259,9 @@ class ProgramCache:
             self._programs[key] = PROGRAMS.get(
                 shared, lambda: self._build(setup, state, *key[:-2], inner))
         built = self._programs[key]
-        if built is None or full < (least_linear if isinstance(built[0], LinearProgram)
-                                    else PROGRAM_MIN_BATCHES):
+        linear = built is not None and isinstance(built[0], LinearProgram)
+        if built is None or (unweighted and not linear) or full < (
+                least_linear if linear else PROGRAM_MIN_BATCHES):
             return None
         states = setup.rate.packed_states(state.rate_state, len(state.weights))
         if states is None:

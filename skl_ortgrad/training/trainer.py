@@ -519,7 +519,7 @@ class Trainer(HoldsTrainingState):
                                 # Ctrl-C during the last batch of the epoch (of a group:
                                 # its epochs are complete): the epoch is complete.
                                 raise KeyboardInterrupt
-                            monitored = result.loss + result.penalty
+                            monitored = result.objective
                             if X_val is not None and call.stopping.validates(epoch, epochs):
                                 monitored = self._validation(X_val, y_val, val_scorer,
                                                              snapshot, call, result)
@@ -559,7 +559,8 @@ class Trainer(HoldsTrainingState):
         progress = TrainingProgress(
             self.verbose, epochs, partial, len(self.train_losses_) + 1, arrays[0].shape[0],
             prefix=self._epoch_prefix)
-        stopping = StoppingPolicy.of_call(self, X_val is not None, val_scorer is not None)
+        stopping = StoppingPolicy.of_call(self, X_val is not None, val_scorer is not None,
+                                          weighted)
         objective = stopping.monitored == "training objective"
         groups = EpochGroups.allowed(epochs, X_val is not None, progress.silent, self.tol,
                                      self.n_iter_no_change)
@@ -567,7 +568,7 @@ class Trainer(HoldsTrainingState):
         # stopping and one without train the same rows alike, bit for bit.
         program = transient(self).programs.bound(
             setup, self.state_, self.penalized(), loader, weighted, several=epochs > 1,
-            norms=objective)
+            norms=objective, unweighted=stopping.unweighted)
         return _Call(setup, loader, weighted, progress, stopping, program,
                      groups and type(program) is LinearProgramRun, objective)
 
@@ -609,7 +610,8 @@ class Trainer(HoldsTrainingState):
     def _epoch_inputs(self, call: _Call) -> EpochInputs:
         return EpochInputs(call.setup, self.state_, self.penalized(), call.loader,
                            lambda: self.engine(call.weighted), call.objective,
-                           len(self.train_losses_) + 1)
+                           len(self.train_losses_) + 1,
+                           self.losses if call.stopping.unweighted else None)
 
     def _epoch(self, call: _Call, interrupt: DeferredInterrupt) -> EpochResult:
         """One epoch: by the training program when there is one, else per batch."""

@@ -146,6 +146,35 @@ def test_cumulative_l1_penalty_is_scikit_learns(ours, theirs, load, penalty):
         assert (reference.coef_ == 0).any()
 
 
+@pytest.mark.parametrize(("ours", "theirs", "load", "seed"), [
+    (OnnxSGDClassifier, SGDClassifier, load_breast_cancer, 0),
+    (OnnxSGDRegressor, SGDRegressor, load_diabetes, 1)], ids=["classifier", "regressor"])
+@pytest.mark.parametrize(("params", "path"), [
+    ({}, LinearProgramRun), ({"loss": "huber"}, None), ({"average": True}, None),
+    ({"penalty": "l1"}, LinearProgramRun)],
+    ids=["linear program", "per batch", "averaged", "l1"])
+def test_tol_objective_with_sample_weights_is_scikit_learns(ours, theirs, load, seed,
+                                                            params, path):
+    """With sample weights the tol rule watches the mean of the rows' *unweighted*
+    losses plus the penalty, as scikit-learn's ``objective_sum``: per sample in float64,
+    scikit-learn's ``n_iter_`` and weights, through the linear program (its per-row
+    values) and per batch (the generic program's loss is weighted: those fits run per
+    batch)."""
+    X, y = _scaled(load, 200)
+    y = y if ours is OnnxSGDClassifier else (y - 150) / 80
+    weights = np.random.default_rng(seed).uniform(0.0, 5.0, len(y))
+    settings = {"penalty": "l2", "alpha": 0.01, "shuffle": False, "tol": 1e-3,
+                "eta0": 0.01, "learning_rate": "constant", "max_iter": 200, **params}
+    if ours is OnnxSGDClassifier and settings.get("loss") == "huber":
+        settings["loss"] = "modified_huber"
+    reference = theirs(**settings).fit(X, y, sample_weight=weights)
+    model = ours(**settings, batch_size=1, dtype=np.float64).fit(X, y, sample_weight=weights)
+    assert type(transient(model.optimizer_).programs.binding) is (
+        type(None) if path is None else path)
+    assert model.n_iter_ == reference.n_iter_
+    np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize("estimator", [MLPClassifier, OnnxMLPClassifier],
                          ids=lambda c: c.__name__)
 def test_mlp_early_stopping_ends_at_the_best_validation_weights(estimator):
