@@ -40,7 +40,11 @@ applied to it; after step :math:`j`:
 
 so a weight that the gradient keeps pushing away from zero by less than the penalty ends
 exactly at zero. :math:`u` and :math:`q` start at zero at every call (``fit``,
-``partial_fit``), as in scikit-learn's ``_plain_sgd``. A mini-batch is one step.
+``partial_fit``), as in scikit-learn's ``_plain_sgd``. A mini-batch is one step. The
+training programs (:mod:`skl_ortgrad.training.programs`) run the same step in their
+graph: :math:`q` flows from step to step as a state, and the totals :math:`u_j` after
+each step, computed in numpy (:meth:`BaseLearningPenalty.after_step_totals`), are fed
+per step.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ a plateau the learning rate may react to, and the reason the summary line gives.
 The monitored value :math:`m_e` after epoch :math:`e` is, with validation data, the
 validation loss or the opposite of the validation score; without, the training loss or
 (``tol_on_objective``) the objective, the loss plus the mean penalty; with sample weights
-and ``tol_on_objective``, the loss in it is the mean of the rows' *unweighted* losses
+and ``tol_on_objective='unweighted'``, the loss in it is the mean of the rows' *unweighted*
+losses
 (scikit-learn's SGD: ``objective_sum`` adds ``loss(p, y)`` of every sample, the weights
 scaling the steps only). With
 :math:`b_e = \min_{e' \le e} m_{e'}`, an epoch *does not improve* when :math:`m_e > b_{e-1}
@@ -40,7 +41,7 @@ class StoppingPolicy:
         With validation data, it is evaluated every this many epochs (and at the last).
     unweighted : bool
         The training loss watched is the mean of the rows' unweighted losses (sample
-        weights with ``tol_on_objective``, see the module's docstring).
+        weights with ``tol_on_objective='unweighted'``, see the module's docstring).
     """
 
     def __init__(self, tol: float | None, n_iter_no_change: int, monitored: str,
@@ -57,7 +58,8 @@ class StoppingPolicy:
         ``n_iter_no_change``, ``validation_every``, ``tol_on_objective``) and resolved
         penalty: it watches the validation score or loss with validation data; without,
         the objective (``tol_on_objective``, a proximal elastic penalty that is not zero)
-        or the training loss, unweighted for ``weighted`` rows with ``tol_on_objective``.
+        or the training loss, unweighted for ``weighted`` rows with
+        ``tol_on_objective='unweighted'``.
         A ``validation_every`` below 1 is a share of ``max_iter``.
         """
         penalty = trainer.learning_penalty_
@@ -73,7 +75,7 @@ class StoppingPolicy:
         period = (max(1, round(every * int(trainer.max_iter))) if every < 1
                   else int(every))
         unweighted = (weighted and not validation and trainer.tol is not None
-                      and bool(trainer.tol_on_objective))
+                      and trainer.tol_on_objective == "unweighted")
         return cls(trainer.tol, trainer.n_iter_no_change, monitored, period, unweighted)
 
     def validates(self, epoch: int, epochs: int) -> bool:

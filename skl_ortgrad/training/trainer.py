@@ -185,14 +185,16 @@ class Trainer(HoldsTrainingState):
         weights after every update, counted per sample, from the ``average``-th sample on
         (True: from the first); :meth:`served_weights` (predictions, :meth:`get_trained_onnx`)
         are then the average. With one-row batches it is scikit-learn's average exactly.
-    tol_on_objective : bool
+    tol_on_objective : bool or 'unweighted'
         Without validation data, let the ``tol`` rule watch the training *objective*
         instead of the loss: the epoch's loss plus the mean over its rows of the
         penalty's value at the weights their batch started from,
         :math:`\\frac1n \\sum_B n_B P(W_B)` (scikit-learn's SGD: the loss plus
         :math:`\\alpha R(w)` at every sample, ``objective_sum``). Only for a penalty taken
         as proximal steps (``ElasticLearningPenalty``); a penalty in the loss
-        (``loss_term``) is in it already. ``train_losses_`` stay the losses.
+        (``loss_term``) is in it already. ``'unweighted'``: with sample weights, the loss
+        it watches is the mean of the rows' unweighted losses (scikit-learn's SGD, the
+        weights scaling the steps only). ``train_losses_`` stay the losses.
     external_data_dir : str, optional
         The folder the tensors of ``model_onnx`` stored as external data may be read
         from; None (default) refuses such tensors instead of reading them from the
@@ -258,7 +260,7 @@ class Trainer(HoldsTrainingState):
         external_data_dir: str | None = None,
         average: bool | int = False,
         weighted_mean: bool = True,
-        tol_on_objective: bool = False,
+        tol_on_objective: bool | str = False,
     ) -> None:
         self.model_onnx = model_onnx
         self.weights_to_train = weights_to_train
