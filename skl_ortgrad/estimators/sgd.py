@@ -563,13 +563,11 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
 
     @property
     def _tol_on_objective(self) -> bool | str:
-        """The unweighted losses as scikit-learn's, but with ``class_weight``: then the
-        weighted ones, which the class weights are in. scikit-learn's per-sample steps
-        of rows weighing 1000 move the weights so much that its unweighted objective
-        never stops improving; mini-batches do not, and with the unweighted losses (of
-        the rows weighing 1e-4, mostly) a fit stopped after 23 epochs, predicting the
-        class weighing 1000 on 64% of the rows (scikit-learn's
-        ``check_class_weight_classifiers`` asks 87%, which the weighted losses give)."""
+        """The unweighted losses as scikit-learn's, but the weighted ones with
+        ``class_weight``: at mini-batches, the unweighted losses (mostly of rows weighing
+        1e-4) stopped a fit before it learnt the class weighing 1000 (64% of the rows
+        predicted, 87% asked by scikit-learn's ``check_class_weight_classifiers``, whose
+        per-sample steps never stop improving its unweighted objective)."""
         return "unweighted" if self.class_weight is None else True
 
     def fit(

@@ -148,8 +148,12 @@ class ProgramRun:
             self._bound[first, count] = self._vector(feeds), self._vector(fetches)
         return self._bound[first, count]
 
-    def step_losses(self, first: int, count: int) -> np.ndarray:
-        """The loss sums of batches ``first .. first + count - 1``, once they ran."""
+    def step_losses(self, first: int, count: int, unweighted: bool = False) -> np.ndarray:
+        """The loss sums of batches ``first .. first + count - 1``, once they ran; with
+        ``unweighted``, of their rows' losses without the sample weights (scikit-learn's
+        SGD objective: the program's ``unweighted_output``, which it must write)."""
+        if unweighted:
+            return self._norms[self.program.unweighted_output][first:first + count]
         return self._losses[first:first + count]
 
     def step_penalties(self, first: int, count: int, l1: float, l2: float) -> np.ndarray:
@@ -288,9 +292,7 @@ class LinearProgramRun(ProgramRun):
             epochs, self.n_batches)
 
     def step_losses(self, first: int, count: int, unweighted: bool = False) -> np.ndarray:
-        """The loss sums of batches ``first .. first + count - 1``, once they ran; with
-        ``unweighted``, of their rows' losses without the sample weights (scikit-learn's
-        SGD objective)."""
+        # Computed from the per-row values, with the loss weights or without.
         rows = slice(first * self.program.batch_rows, (first + count) * self.program.batch_rows)
         weights = self._row_mask if unweighted else self._loss_weights
         return self.program.losses(self._values[rows], self.per_row["target"][rows],

@@ -19,6 +19,7 @@ from onnxruntime import InferenceSession
 from skl_ortgrad._cache import BoundedCache
 from skl_ortgrad.gradient.forward_backward import OrtGradientForwardBackward
 from skl_ortgrad.graph.linear import linear_features
+from skl_ortgrad.graph.model import initializers_to_inputs
 from skl_ortgrad.graph.weights import skeleton_digest
 from skl_ortgrad.optim import (
     BaseLearningRate,
@@ -42,6 +43,7 @@ from skl_ortgrad.runtime.program_run import (
 )
 from skl_ortgrad.runtime.sessions import cached_session
 from skl_ortgrad.runtime.step import OrtGradientStep
+from skl_ortgrad.training.engines import training_model
 from skl_ortgrad.training.programs import (
     LinearProgram,
     SparseLinearProgram,
@@ -219,9 +221,9 @@ class ProgramCache:
         ``norms``: the program also writes the norms of the penalized weights (the
         ``tol`` rule watches the objective). ``unweighted``: the epochs also need the
         rows' unweighted losses (:attr:`~skl_ortgrad.training.stopping.StoppingPolicy.
-        unweighted`), which only the linear program gives (its per-row values; the
-        generic one outputs the gradient graph's weighted loss): the others run per
-        batch. The program and its session are built once
+        unweighted`): the linear program computes them from its per-row values, the
+        generic one runs the model of the unweighted row losses beside the gradient
+        graph. The program and its session are built once
         per model structure, loss, update rule and configuration, and shared by every
         trainer (:data:`PROGRAMS`); its feeds are bound once per loader and weight
         buffers (and again when the loader serves other features).
@@ -251,7 +253,7 @@ class ProgramCache:
         cumulative = penalty.applies_after_step()
         key = (weighted, size, PROGRAM_STEPS, LINEAR_STEPS, loader.sparse, names,
                elastic and penalty.l1 > 0 and not cumulative, elastic and penalty.l2 > 0,
-               cumulative, norms, inner.update_key(), setup.loss_key(weighted))
+               cumulative, norms, unweighted, inner.update_key(), setup.loss_key(weighted))
         if key not in self._programs:
             shared = (key, skeleton_digest(setup.model, state.names),
                       setup.external_data_dir, setup.weight_name, int(setup.n_threads),
@@ -259,9 +261,8 @@ class ProgramCache:
             self._programs[key] = PROGRAMS.get(
                 shared, lambda: self._build(setup, state, *key[:-2], inner))
         built = self._programs[key]
-        linear = built is not None and isinstance(built[0], LinearProgram)
-        if built is None or (unweighted and not linear) or full < (
-                least_linear if linear else PROGRAM_MIN_BATCHES):
+        if built is None or full < (least_linear if isinstance(built[0], LinearProgram)
+                                    else PROGRAM_MIN_BATCHES):
             return None
         states = setup.rate.packed_states(state.rate_state, len(state.weights))
         if states is None:
@@ -279,7 +280,8 @@ class ProgramCache:
     def _build(
         self, setup: TrainingSetup, state: TrainingState, weighted: bool, size: int,
         steps: int, linear_steps_most: int, sparse: bool, penalized: tuple[str, ...],
-        l1: bool, l2: bool, cumulative: bool, norms: bool, update: BaseLearningRate,
+        l1: bool, l2: bool, cumulative: bool, norms: bool, unweighted: bool,
+        update: BaseLearningRate,
     ) -> tuple[StepProgram | LinearProgram, InferenceSession] | None:
         """The program of ``steps`` batches of ``size`` rows (the linear program:
         :func:`linear_steps`, up to ``linear_steps_most``; its sparse form for ``sparse``
@@ -313,6 +315,9 @@ class ProgramCache:
                     self._engine(weighted).step_function(size).model, state.names, steps,
                     size, penalized=penalized, l1=l1, l2=l2, loss=LOSS_NAME, update=update,
                     norms=norms, cumulative=cumulative,
+                    unweighted=initializers_to_inputs(training_model(
+                        setup, state.weights[0].dtype, False, per_row=True), state.names)
+                    if unweighted else None,
                 )
         except ValueError:
             return None

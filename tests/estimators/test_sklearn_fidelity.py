@@ -18,7 +18,7 @@ from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.preprocessing import StandardScaler
 
 from skl_ortgrad import OnnxMLPClassifier, OnnxMLPRegressor, OnnxSGDClassifier, OnnxSGDRegressor
-from skl_ortgrad.runtime.program_run import LinearProgramRun
+from skl_ortgrad.runtime.program_run import LinearProgramRun, ProgramRun
 from skl_ortgrad.training.caches import transient
 
 
@@ -150,16 +150,16 @@ def test_cumulative_l1_penalty_is_scikit_learns(ours, theirs, load, penalty):
     (OnnxSGDClassifier, SGDClassifier, load_breast_cancer, 0),
     (OnnxSGDRegressor, SGDRegressor, load_diabetes, 1)], ids=["classifier", "regressor"])
 @pytest.mark.parametrize(("params", "path"), [
-    ({}, LinearProgramRun), ({"loss": "huber"}, None), ({"average": True}, None),
+    ({}, LinearProgramRun), ({"loss": "huber"}, ProgramRun), ({"average": True}, None),
     ({"penalty": "l1"}, LinearProgramRun)],
-    ids=["linear program", "per batch", "averaged", "l1"])
+    ids=["linear program", "generic program", "averaged per batch", "l1"])
 def test_tol_objective_with_sample_weights_is_scikit_learns(ours, theirs, load, seed,
                                                             params, path):
     """With sample weights the tol rule watches the mean of the rows' *unweighted*
     losses plus the penalty, as scikit-learn's ``objective_sum``: per sample in float64,
     scikit-learn's ``n_iter_`` and weights, through the linear program (its per-row
-    values) and per batch (the generic program's loss is weighted: those fits run per
-    batch)."""
+    values), the generic one (the model of the unweighted row losses beside the
+    gradient graph) and per batch (the trainer's row losses at every batch)."""
     X, y = _scaled(load, 200)
     y = y if ours is OnnxSGDClassifier else (y - 150) / 80
     weights = np.random.default_rng(seed).uniform(0.0, 5.0, len(y))

@@ -772,7 +772,29 @@ def test_tol_on_the_objective_with_the_cumulative_l1(monkeypatch, chunks, path, 
     _stops_as_per_batch(monkeypatch, chunks, path, task, params)
 
 
-def _stops_as_per_batch(monkeypatch, chunks, path, task, params):
+@pytest.mark.parametrize(("task", "params"), [
+    ("binary", {"alpha": 0.01}), ("binary", {"alpha": 0.01, "loss": "log_loss"}),
+    ("multiclass", {"alpha": 0.01}),
+], ids=["binary hinge", "binary log", "multiclass hinge"])
+@pytest.mark.parametrize("path", ["generic", "linear", "sparse linear", "grouped"])
+def test_tol_on_the_unweighted_objective_with_sample_weights(monkeypatch, chunks, path,
+                                                             task, params):
+    """With sample weights the SGD estimators' rule watches the rows' unweighted losses
+    (scikit-learn's): the generic program sums them by the model of the row losses in its
+    step, the linear ones from their per-row values, the per-batch path by the trainer's
+    row losses (sparse rows densified); the same epochs and weights. The weighted losses
+    would stop elsewhere."""
+    _stops_as_per_batch(monkeypatch, chunks, path, task, params, SAMPLE_WEIGHTS, True)
+
+
+#: Sample weights of the rows (some zero).
+SAMPLE_WEIGHTS = np.random.default_rng(5).uniform(-1.0, 4.0, N_ROWS).clip(0.0)
+
+
+def _stops_as_per_batch(monkeypatch, chunks, path, task, params, sample_weight=None,
+                        other=False):
+    """Fit as the per-batch path does; with ``_tol_on_objective=other``, at another
+    epoch."""
     if path == "generic":
         _generic_only(monkeypatch)
     calls = chunks
@@ -782,14 +804,15 @@ def _stops_as_per_batch(monkeypatch, chunks, path, task, params):
     features = X_SPARSE if path == "sparse linear" else X
 
     def fit():
-        return ESTIMATORS[task](max_iter=200, random_state=0, **params).fit(features, Y[task])
+        return ESTIMATORS[task](max_iter=200, random_state=0, **params).fit(
+            features, Y[task], sample_weight=sample_weight)
 
     model = fit()
     assert calls and 5 < model.n_iter_ < 200
     expected = _per_batch(monkeypatch, fit)
     _assert_same(_state(model), _state(expected), rtol=0.0 if path == "generic" else 1e-5)
     if features is X:
-        monkeypatch.setattr(ESTIMATORS[task], "_tol_on_objective", False)
+        monkeypatch.setattr(ESTIMATORS[task], "_tol_on_objective", other)
         assert fit().n_iter_ != model.n_iter_
 
 

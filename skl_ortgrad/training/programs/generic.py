@@ -5,19 +5,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
-from onnx import AttributeProto, ModelProto, helper
+from onnx import AttributeProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
 
 from skl_ortgrad.graph.dtypes import numpy_dtype
 from skl_ortgrad.graph.model import graph_names, unique_name
 from skl_ortgrad.graph.opset import main_opset, other_domains
 from skl_ortgrad.graph.step_graph import StepGraph
 from skl_ortgrad.optim import BaseLearningRate, LearningRateSGD
-from skl_ortgrad.training.programs.scan import scan
+from skl_ortgrad.training.programs.scan import renamed, scan
 from skl_ortgrad.training.programs.steps import (
     LOSSES_OUTPUT,
     MIN_OPSET,
+    UNWEIGHTED,
     PerStep,
     StepTemplate,
     check_steps,
@@ -59,7 +61,9 @@ class StepProgram(PerStep):
         Shape of one step's loss.
     dtype : numpy.dtype
     norms : tuple of str
-        The per-step ``NORMS`` outputs (``norms=True``), one value per step.
+        The per-step outputs beside the losses, one value per step: the ``NORMS``
+        (``norms=True``), then :data:`~skl_ortgrad.training.programs.steps.UNWEIGHTED`
+        (``unweighted``).
     """
 
     model: ModelProto
@@ -73,6 +77,8 @@ class StepProgram(PerStep):
     loss_shape: tuple[int, ...]
     dtype: np.dtype
     norms: tuple[str, ...] = ()
+    #: The name of the per-step unweighted loss sums among :attr:`norms`.
+    unweighted_output: ClassVar[str] = UNWEIGHTED
 
     def feeds(
         self, data: dict[str, np.ndarray], table: dict[str, np.ndarray],
@@ -119,7 +125,7 @@ class StepProgram(PerStep):
 def _generic_template(
     fused: ModelProto, weights: Sequence[str], penalized: Sequence[str], batch_rows: int,
     l1: bool, l2: bool, loss: str, update: BaseLearningRate, norms: bool = False,
-    cumulative: bool = False,
+    cumulative: bool = False, unweighted: ModelProto | None = None,
 ) -> StepTemplate:
     graph = fused.graph
     if any(att.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS)
@@ -156,6 +162,11 @@ def _generic_template(
     step = StepGraph(graph_names(graph), numpy_dtype(elem))
     extra = (step_norms(step, [w for w in weights if w in penalized], l1 or cumulative, l2)
              if norms else [])
+    appended_nodes: list[NodeProto] = []
+    appended_initializers: list[TensorProto] = []
+    if unweighted is not None:
+        appended_nodes, appended_initializers, total = _appended_sum(step, unweighted, inputs)
+        extra.append((UNWEIGHTED, total, ()))
     starts = [proximal(step, w, rank_of(inputs[w]), l1, l2) if w in penalized else w
               for w in weights]
     shapes = [dims_of(inputs[w]) for w in weights]
@@ -187,8 +198,8 @@ def _generic_template(
     if any(d is None for d in grad_shape):
         raise ValueError(f"{grad_input!r} must have a static shape, got {grad_shape}.")
     return StepTemplate(
-        nodes=[*graph.node, *step.nodes],
-        initializers=[*graph.initializer, *step.initializers],
+        nodes=[*graph.node, *appended_nodes, *step.nodes],
+        initializers=[*graph.initializer, *appended_initializers, *step.initializers],
         data=data,
         scalars=[(grad_input, "scale", grad_shape), *step.scalar_inputs()],
         weights=[*(inputs[w] for w in weights), *states, *applied],
@@ -200,6 +211,32 @@ def _generic_template(
         ir_version=fused.ir_version,
         extra=extra,
     )
+
+
+def _appended_sum(step: StepGraph, model: ModelProto, inputs: dict[str, ValueInfoProto],
+                  ) -> tuple[list[NodeProto], list[TensorProto], str]:
+    """The nodes and initializers of ``model`` (one output, the loss of every row),
+    renamed apart from the step's names but for its inputs, which it reads from the
+    gradient graph's (``inputs``, by name), and the sum of its output (a node of the
+    step)."""
+    graph = model.graph
+    unknown = sorted(i.name for i in graph.input if i.name not in inputs)
+    if unknown:
+        raise ValueError(f"Inputs {unknown} of the unweighted loss graph are not inputs of "
+                         "the gradient graph.")
+    mapping = {name: unique_name(f"unweighted_{name}", step.taken)
+               for name in [*(i.name for i in graph.initializer),
+                            *(name for node in graph.node for name in [*node.output, node.name]
+                              if name)]}
+    initializers = []
+    for init in graph.initializer:
+        copy = TensorProto()
+        copy.CopyFrom(init)
+        copy.name = mapping[init.name]
+        initializers.append(copy)
+    total = step.node("ReduceSum", [mapping[graph.output[0].name]], "unweighted_loss",
+                      keepdims=0)
+    return [renamed(node, mapping) for node in graph.node], initializers, total
 
 
 def _packed_update(
@@ -243,6 +280,7 @@ def generic_program(
     update: BaseLearningRate | None = None,
     norms: bool = False,
     cumulative: bool = False,
+    unweighted: ModelProto | None = None,
 ) -> StepProgram:
     r"""The program of ``steps`` steps built on a backend's one-call gradient graph.
 
@@ -286,6 +324,12 @@ def generic_program(
     cumulative : bool
         Emit the cumulative L1 penalty after the update (its total :math:`u_j` fed per
         step, ``l1_total``).
+    unweighted : ModelProto, optional
+        The model of the rows' *unweighted* losses (one output, a loss per row), whose
+        inputs are inputs of ``fused`` (the features, the label, the weights): the
+        program also outputs, per step, their sum at the weights the step starts from
+        (:data:`~skl_ortgrad.training.programs.steps.UNWEIGHTED`; the loss output is
+        the gradient graph's, weighted).
 
     Returns
     -------
@@ -294,7 +338,7 @@ def generic_program(
     check_steps(steps)
     t = _generic_template(fused, weights, penalized, batch_rows, l1, l2, loss,
                           LearningRateSGD() if update is None else update, norms,
-                          cumulative)
+                          cumulative, unweighted)
     if t.opsets[0][1] < MIN_OPSET:
         raise ValueError(f"A program needs opset >= {MIN_OPSET}, got {t.opsets[0][1]}.")
     outputs = [f"new_{w.name}" for w in t.weights]

@@ -207,6 +207,8 @@ def cumulative_l1(graph: StepGraph, weight: str, applied: str, rank: int) -> tup
 #: (:math:`W = aV`) writes :math:`\lVert V \rVert_2^2` and :math:`a`.
 NORMS = ("squared_norms", "l1_norms")
 SCALES = "scales"
+#: The generic program's per-step sum of the rows' unweighted losses (``unweighted``).
+UNWEIGHTED = "unweighted_losses"
 
 
 def step_norms(graph: StepGraph, weights: Sequence[str], l1: bool,
