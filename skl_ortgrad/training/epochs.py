@@ -150,7 +150,9 @@ class EpochInputs:
         weights, given where the ``tol`` rule watches the rows' unweighted losses
         (:attr:`~skl_ortgrad.training.stopping.StoppingPolicy.unweighted`: scikit-learn's
         SGD objective with sample weights); the per-batch path calls it at every batch,
-        before its update, a program (the linear one only) computes them itself.
+        before its update; a program computes them itself (the linear one from its
+        per-row values, the generic one in its step: ``ProgramCache.bound``'s
+        ``unweighted``).
     """
 
     setup: TrainingSetup
@@ -346,7 +348,7 @@ class ProgramEpoch(PerBatchEpoch):
                     program, self._penalty, first, len(kept), rows[first:first + len(kept)]
                 ).sum())
             if self.inputs.row_losses is not None and kept:
-                # The linear program's (ProgramCache.bound): its rows' values unweighted.
+                # The program's own (bound with unweighted=True).
                 self._unweighted_total += float(program.step_losses(
                     first, len(kept), unweighted=True).sum(dtype=np.float64))
             if bad is None:
@@ -466,7 +468,7 @@ class EpochGroups:
             axis=1, dtype=np.float64) / loader.n_rows if inputs.row_losses is not None
             else [None] * epochs)
         results = []
-        for batch_losses, (epoch_shares, divisor), epoch_penalties, plain in zip(
+        for batch_losses, (epoch_shares, divisor), epoch_penalties, epoch_unweighted in zip(
                 losses.tolist(), shares, penalties, unweighted, strict=True):
             # Summed in the order an epoch sums them.
             total = 0.0
@@ -474,5 +476,6 @@ class EpochGroups:
                 total += loss * share
             results.append(EpochResult(mean(total, divisor),
                                        float(epoch_penalties.sum()) / loader.n_rows,
-                                       None if plain is None else float(plain)))
+                                       None if epoch_unweighted is None
+                                       else float(epoch_unweighted)))
         return results
