@@ -40,7 +40,11 @@ applied to it; after step :math:`j`:
 
 so a weight that the gradient keeps pushing away from zero by less than the penalty ends
 exactly at zero. :math:`u` and :math:`q` start at zero at every call (``fit``,
-``partial_fit``), as in scikit-learn's ``_plain_sgd``. A mini-batch is one step.
+``partial_fit``), as in scikit-learn's ``_plain_sgd``. A mini-batch is one step. The
+training programs (:mod:`skl_ortgrad.training.programs`) run the same step in their
+graph: :math:`q` flows from step to step as a state, and the totals :math:`u_j` after
+each step, computed in numpy (:meth:`BaseLearningPenalty.after_step_totals`), are fed
+per step.
 """
 
 from __future__ import annotations
@@ -120,6 +124,13 @@ class BaseLearningPenalty(BaseLearningObject, family="learning penalty"):
         """Return ``step(eta)``, the part of the penalty applied to ``weights`` (in place)
         after each gradient step, updating ``state`` (:meth:`after_step_state`), or None
         (here) for a penalty applied before the step only."""
+        return None
+
+    def after_step_totals(self, state: list[np.ndarray],
+                          etas: np.ndarray) -> np.ndarray | None:
+        """The running totals :meth:`after_step` reaches after each of the steps of rates
+        ``etas``, from ``state`` (:meth:`after_step_state`): what a training program
+        feeds per step instead of updating them; None (here) without a state."""
         return None
 
     def loss_term(
@@ -325,6 +336,23 @@ class ElasticLearningPenalty(BaseLearningPenalty):
                 np.copyto(w, new)
 
         return step
+
+    def after_step_totals(self, state: list[np.ndarray],
+                          etas: np.ndarray) -> np.ndarray | None:
+        r""":math:`u_j = u_0 + \sum_{i \le j} \eta_i l_1`, the total :math:`u` of
+        :meth:`after_step` after each step of rates ``etas`` (float64), from
+        :math:`u_0` = ``state[0]``; None without the cumulative penalty.
+
+        Summed one step after the other, as :meth:`after_step` adds them: the same
+        float64 values (a training program casts them to its dtype, as :meth:`after_step`'s
+        ``u + q`` casts :math:`u` to the weights').
+        """
+        if not self.applies_after_step():
+            return None
+        steps = np.empty(len(etas) + 1, dtype=np.float64)
+        steps[0] = state[0]
+        np.multiply(np.asarray(etas, dtype=np.float64), float(self.l1), out=steps[1:])
+        return np.add.accumulate(steps)[1:]
 
     def build_onnx_function(
         self, opset: int, device: str, n_tensors: int, dtype: type | np.dtype = np.float32

@@ -264,6 +264,15 @@ class MiniBatchLoader:
             self._take(self._dense[0], self._buffers[0])
             self._pending = False
 
+    def batch_arrays(self, index: int) -> list[np.ndarray]:
+        """The features and labels of batch ``index`` as its feed (``epoch``'s
+        ``feed(index)``, called before) holds them: views of the permuted buffers, sparse
+        features as the dense batch they were written into."""
+        start, stop = self._bounds[index]
+        if self._sparse:
+            return [self._x_batches[stop - start], self._buffers[0][start:stop]]
+        return [buffer[start:stop] for buffer in self._buffers[:2]]
+
     @property
     def starts(self) -> np.ndarray:
         """The first row of every batch (int)."""

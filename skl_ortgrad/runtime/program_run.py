@@ -148,8 +148,12 @@ class ProgramRun:
             self._bound[first, count] = self._vector(feeds), self._vector(fetches)
         return self._bound[first, count]
 
-    def step_losses(self, first: int, count: int) -> np.ndarray:
-        """The loss sums of batches ``first .. first + count - 1``, once they ran."""
+    def step_losses(self, first: int, count: int, unweighted: bool = False) -> np.ndarray:
+        """The loss sums of batches ``first .. first + count - 1``, once they ran; with
+        ``unweighted``, of their rows' losses without the sample weights (scikit-learn's
+        SGD objective: the program's ``unweighted_output``, which it must write)."""
+        if unweighted:
+            return self._norms[self.program.unweighted_output][first:first + count]
         return self._losses[first:first + count]
 
     def step_penalties(self, first: int, count: int, l1: float, l2: float) -> np.ndarray:
@@ -221,8 +225,10 @@ class LinearProgramRun(ProgramRun):
         self.per_row = {name: np.zeros(size, dtype=np.int64) if name == "rows"
                         else np.zeros(outputs, dtype=program.dtype)
                         for name in program.per_row}
-        self._loss_weights = np.zeros(size, dtype=program.dtype)
-        self._by_epoch(self._loss_weights, epochs)[:, :self._n_rows] = 1.0
+        # 1 for every row, 0 for padding; the loss weights are the sample weights.
+        self._row_mask = np.zeros(size, dtype=program.dtype)
+        self._by_epoch(self._row_mask, epochs)[:, :self._n_rows] = 1.0
+        self._loss_weights = self._row_mask.copy()
         self._values = np.empty(outputs, dtype=program.dtype)
         self._scales = np.empty(epochs * self.n_batches, dtype=loader.scales.dtype)
         self._weighted = False
@@ -279,15 +285,18 @@ class LinearProgramRun(ProgramRun):
         last one into ``new_weights``."""
         self._execute(0, epochs * self.n_batches)
 
-    def epoch_losses(self, epochs: int) -> np.ndarray:
+    def epoch_losses(self, epochs: int, unweighted: bool = False) -> np.ndarray:
         """The loss sums of the batches of the first ``epochs`` laid-out epochs, once
-        they ran: shape ``(epochs, n_batches)``."""
-        return self.step_losses(0, epochs * self.n_batches).reshape(epochs, self.n_batches)
+        they ran: shape ``(epochs, n_batches)`` (``unweighted``: as :meth:`step_losses`)."""
+        return self.step_losses(0, epochs * self.n_batches, unweighted).reshape(
+            epochs, self.n_batches)
 
-    def step_losses(self, first: int, count: int) -> np.ndarray:
+    def step_losses(self, first: int, count: int, unweighted: bool = False) -> np.ndarray:
+        # Computed from the per-row values, with the loss weights or without.
         rows = slice(first * self.program.batch_rows, (first + count) * self.program.batch_rows)
+        weights = self._row_mask if unweighted else self._loss_weights
         return self.program.losses(self._values[rows], self.per_row["target"][rows],
-                                   self._loss_weights[rows])
+                                   weights[rows])
 
 
 class SparseLinearProgramRun(LinearProgramRun):

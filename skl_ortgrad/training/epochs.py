@@ -48,10 +48,19 @@ from skl_ortgrad.training.state import TrainingState
 class EpochResult:
     """An epoch's mean loss (as :func:`loss_shares` weighs it) and, when the ``tol`` rule
     watches the objective, the mean over its rows of the penalty at the weights their
-    batch started from (0.0 otherwise)."""
+    batch started from (0.0 otherwise); ``unweighted``, where the rule watches it
+    (:attr:`EpochInputs.row_losses`), the mean over the rows of their unweighted losses
+    at the weights their batch started from."""
 
     loss: float
     penalty: float
+    unweighted: float | None = None
+
+    @property
+    def objective(self) -> float:
+        """What the ``tol`` rule watches without validation data: the loss (the
+        unweighted one where computed) plus the penalty."""
+        return (self.loss if self.unweighted is None else self.unweighted) + self.penalty
 
 
 def loss_shares(loader: MiniBatchLoader) -> tuple[list[float], float]:
@@ -89,14 +98,30 @@ def step_penalties(program: ProgramRun, penalty: Any, first: int, count: int,
     return program.step_penalties(first, count, l1, l2) * np.asarray(rows)
 
 
+def program_scalars(setup: TrainingSetup, state: TrainingState,
+                    etas: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+    """The per-step scalars a program reads besides the schedule's, for the steps of rates
+    ``etas`` from ``state``: the update rule's and, with the cumulative L1 penalty, its
+    totals :math:`u_j` (kind ``l1_total``); and those totals (None without)."""
+    extra = dict(setup.rate.step_scalars(etas, state.rate_state))
+    totals = setup.penalty.after_step_totals(state.penalty, etas)
+    if totals is not None:
+        extra["l1_total"] = totals
+    return extra, totals
+
+
 def take_steps(program: ProgramRun, state: TrainingState, rate: Any, steps: int,
-               samples: int) -> None:
-    """Make a program call's new weights and states the current ones: ``steps`` batches
-    of ``samples`` rows in all ran."""
+               samples: int, total: float | None = None) -> None:
+    """Make a program call's new weights and states (the cumulative L1 penalty's
+    :math:`q` among them) the current ones: ``steps`` batches of ``samples`` rows in
+    all ran, after which the penalty's total :math:`u` is ``total`` (None: no such
+    penalty)."""
     for array, new in zip(program.weights, program.new_weights, strict=True):
         np.copyto(array, new)
     rate.advance_state(state.rate_state, steps)
     state.t += samples
+    if total is not None:
+        state.penalty[0][...] = total
 
 
 @dataclass
@@ -120,6 +145,14 @@ class EpochInputs:
     epoch_number : int
         The 1-based number of the epoch in the trainer's history (``verbose >= 2``
         reports).
+    row_losses : callable, optional
+        ``row_losses(features, labels)``: the unweighted loss of every row at the current
+        weights, given where the ``tol`` rule watches the rows' unweighted losses
+        (:attr:`~skl_ortgrad.training.stopping.StoppingPolicy.unweighted`: scikit-learn's
+        SGD objective with sample weights); the per-batch path calls it at every batch,
+        before its update; a program computes them itself (the linear one from its
+        per-row values, the generic one in its step: ``ProgramCache.bound``'s
+        ``unweighted``).
     """
 
     setup: TrainingSetup
@@ -129,6 +162,7 @@ class EpochInputs:
     engine: Callable[[], OrtGradientForwardBackward]
     objective: bool = False
     epoch_number: int = 1
+    row_losses: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
 
 
 class PerBatchEpoch:
@@ -149,6 +183,7 @@ class PerBatchEpoch:
         self._shares: list[float] = []
         self._divisor = 0.0
         self._total, self._previous, self._penalty_total = 0.0, None, 0.0
+        self._unweighted_total = 0.0
         self._updating = False
         # verbose >= 2: the loss and learning rate of every batch.
         self._detail = (BatchProgress(len(self._rows), inputs.epoch_number)
@@ -175,8 +210,10 @@ class PerBatchEpoch:
             last = mean(self._previous, self.inputs.loader.totals[-1])
             raise Diverged(len(self._rows) - 1, np.inf, self._etas[-1], last,
                            what="the weights are")
-        return EpochResult(mean(self._total, self._divisor),
-                           self._penalty_total / self.inputs.loader.n_rows)
+        n_rows = self.inputs.loader.n_rows
+        return EpochResult(mean(self._total, self._divisor), self._penalty_total / n_rows,
+                           None if self.inputs.row_losses is None
+                           else self._unweighted_total / n_rows)
 
     def _needs_features(self) -> bool:
         return True
@@ -218,6 +255,7 @@ class PerBatchEpoch:
         runs, loss_buffer, step, decay, term, after = self._built_pieces()
         totals, scales, etas = loader.totals, loader.scales, self._etas
         penalized = self.inputs.penalized if self.inputs.objective else []
+        row_losses = self.inputs.row_losses
         for batch in range(first, stop):
             if interrupt.pending:
                 # Ctrl-C arrived during the previous batch: stop at its end.
@@ -234,6 +272,9 @@ class PerBatchEpoch:
                 raise Diverged(batch, loss, eta, last)
             if penalized:
                 self._penalty_total += rows[batch] * self._penalty.penalty_loss(penalized)
+            if row_losses is not None:
+                self._unweighted_total += float(np.sum(
+                    row_losses(*loader.batch_arrays(batch)), dtype=np.float64))
             self._updating = True
             decay(eta)
             step(eta)
@@ -272,15 +313,17 @@ class ProgramEpoch(PerBatchEpoch):
     def __init__(self, inputs: EpochInputs, program: ProgramRun) -> None:
         super().__init__(inputs)
         self.program = program
+        # The cumulative L1 penalty's total after every step (program_scalars).
+        self._totals: np.ndarray | None = None
 
     def _needs_features(self) -> bool:
         return self.program.needs_features
 
     def _body(self, interrupt: DeferredInterrupt) -> None:
         program, rows = self.program, self._rows
+        extra, self._totals = program_scalars(self.inputs.setup, self._state, self._eta_array)
         program.schedule(self._eta_array, self.inputs.loader,
-                         *penalty_scalars(self._penalty),
-                         self._rate.step_scalars(self._eta_array, self._state.rate_state))
+                         *penalty_scalars(self._penalty), extra)
         chunk = 0
         while chunk < len(program.chunks):
             if interrupt.pending:
@@ -304,6 +347,10 @@ class ProgramEpoch(PerBatchEpoch):
                 self._penalty_total += float(step_penalties(
                     program, self._penalty, first, len(kept), rows[first:first + len(kept)]
                 ).sum())
+            if self.inputs.row_losses is not None and kept:
+                # The program's own (bound with unweighted=True).
+                self._unweighted_total += float(program.step_losses(
+                    first, len(kept), unweighted=True).sum(dtype=np.float64))
             if bad is None:
                 chunk += len(starts)
                 continue
@@ -338,7 +385,8 @@ class ProgramEpoch(PerBatchEpoch):
             first, count = program.chunks[index]
             starts.append(state.checkpoint())
             program.run(index)
-            take_steps(program, state, self._rate, count, sum(rows[first:first + count]))
+            take_steps(program, state, self._rate, count, sum(rows[first:first + count]),
+                       None if self._totals is None else self._totals[first + count - 1])
         return starts
 
 
@@ -401,8 +449,8 @@ class EpochGroups:
             loader.epoch(features=False)
             program.lay_out(loader, epoch)
             shares.append(loss_shares(loader))
-        program.schedule_epochs(etas, *penalty_scalars(inputs.setup.penalty),
-                                rate.step_scalars(etas, state.rate_state), epochs)
+        extra, totals = program_scalars(inputs.setup, state, etas)
+        program.schedule_epochs(etas, *penalty_scalars(inputs.setup.penalty), extra, epochs)
         program.run_epochs(epochs)
         losses = program.epoch_losses(epochs)
         if not (np.isfinite(losses).all()
@@ -410,18 +458,24 @@ class EpochGroups:
             if generator is not None:
                 loader.random_state.set_state(generator)
             return []
-        take_steps(program, state, rate, epochs * program.n_batches, epochs * rows)
+        take_steps(program, state, rate, epochs * program.n_batches, epochs * rows,
+                   None if totals is None else totals[-1])
         penalties = (step_penalties(program, inputs.setup.penalty, 0,
                                     epochs * program.n_batches,
                                     loader.rows * epochs).reshape(epochs, -1)
                      if inputs.objective else np.zeros((epochs, 1)))
+        unweighted = (program.epoch_losses(epochs, unweighted=True).sum(
+            axis=1, dtype=np.float64) / loader.n_rows if inputs.row_losses is not None
+            else [None] * epochs)
         results = []
-        for batch_losses, (epoch_shares, divisor), epoch_penalties in zip(
-                losses.tolist(), shares, penalties, strict=True):
+        for batch_losses, (epoch_shares, divisor), epoch_penalties, epoch_unweighted in zip(
+                losses.tolist(), shares, penalties, unweighted, strict=True):
             # Summed in the order an epoch sums them.
             total = 0.0
             for loss, share in zip(batch_losses, epoch_shares, strict=True):
                 total += loss * share
             results.append(EpochResult(mean(total, divisor),
-                                       float(epoch_penalties.sum()) / loader.n_rows))
+                                       float(epoch_penalties.sum()) / loader.n_rows,
+                                       None if epoch_unweighted is None
+                                       else float(epoch_unweighted)))
         return results

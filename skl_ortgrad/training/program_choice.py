@@ -19,6 +19,7 @@ from onnxruntime import InferenceSession
 from skl_ortgrad._cache import BoundedCache
 from skl_ortgrad.gradient.forward_backward import OrtGradientForwardBackward
 from skl_ortgrad.graph.linear import linear_features
+from skl_ortgrad.graph.model import initializers_to_inputs
 from skl_ortgrad.graph.weights import skeleton_digest
 from skl_ortgrad.optim import (
     BaseLearningRate,
@@ -42,6 +43,7 @@ from skl_ortgrad.runtime.program_run import (
 )
 from skl_ortgrad.runtime.sessions import cached_session
 from skl_ortgrad.runtime.step import OrtGradientStep
+from skl_ortgrad.training.engines import training_model
 from skl_ortgrad.training.programs import (
     LinearProgram,
     SparseLinearProgram,
@@ -97,7 +99,8 @@ GROUPED_LINEAR_MIN_BATCHES = 1
 PROGRAM_MAX_STATE = 1024
 #: The per-batch pieces the program computes in its graph: the step's run, the updates of
 #: the rules whose ``emit_update`` writes what their ``stepper`` does (plain SGD, momentum
-#: and Nesterov, Adam; possibly scaled) and of the elastic penalty. Captured at import:
+#: and Nesterov, Adam; possibly scaled) and of the elastic penalty (its cumulative L1
+#: step after the gradient step too). Captured at import:
 #: when any of them is replaced afterwards (a subclass overriding it, an instrumented
 #: method), the program would not do what the replacement does, and the per-batch loop
 #: runs it.
@@ -107,6 +110,7 @@ PROGRAM_PIECES = {
               LearningRateAdam.stepper),
     "scaled": ScaledLearningRate.stepper,
     "penalties": (ElasticLearningPenalty.stepper, NoLearningPenalty.stepper),
+    "after": ElasticLearningPenalty.after_step,
 }
 
 
@@ -198,7 +202,7 @@ class ProgramCache:
 
     def bound(self, setup: TrainingSetup, state: TrainingState, penalized: list[np.ndarray],
               loader: MiniBatchLoader, weighted: bool, several: bool = False,
-              norms: bool = False) -> ProgramRun | None:
+              norms: bool = False, unweighted: bool = False) -> ProgramRun | None:
         """The training program bound to ``loader``, or None where the per-batch path
         must run.
 
@@ -209,11 +213,17 @@ class ProgramCache:
         (generic program) full batches, the update of plain SGD, momentum (Nesterov's or
         not) or Adam (possibly in a ``ScaledLearningRate``; the linear program: plain SGD
         only; momentum and Adam up to ``PROGRAM_MAX_STATE`` trained values, with their
-        state packed), no penalty or the elastic one (not its cumulative L1 part, which
-        runs per batch), no averaging, ``verbose < 2`` (no
+        state packed), no penalty or the elastic one (its cumulative L1 part on dense
+        data only: the program carries its :math:`q` of every penalized weight, a buffer
+        of ``state.penalty`` it reads and writes, and is fed its total :math:`u` per step;
+        sparse data with it train per batch), no averaging, ``verbose < 2`` (no
         per-batch report), and the stock per-batch pieces (:data:`PROGRAM_PIECES`).
         ``norms``: the program also writes the norms of the penalized weights (the
-        ``tol`` rule watches the objective). The program and its session are built once
+        ``tol`` rule watches the objective). ``unweighted``: the epochs also need the
+        rows' unweighted losses (:attr:`~skl_ortgrad.training.stopping.StoppingPolicy.
+        unweighted`): the linear program computes them from its per-row values, the
+        generic one runs the model of the unweighted row losses beside the gradient
+        graph. The program and its session are built once
         per model structure, loss, update rule and configuration, and shared by every
         trainer (:data:`PROGRAMS`); its feeds are bound once per loader and weight
         buffers (and again when the loader serves other features).
@@ -230,17 +240,20 @@ class ProgramCache:
             or OrtGradientStep.run is not PROGRAM_PIECES["run"]
             or type(inner).stepper not in PROGRAM_PIECES["rates"]
             or type(penalty).stepper not in PROGRAM_PIECES["penalties"]
-            or penalty.applies_after_step()
+            or (penalty.applies_after_step() and (
+                loader.sparse or type(penalty).after_step is not PROGRAM_PIECES["after"]))
             or (inner.states_per_weight
                 and sum(w.size for w in state.weights) > PROGRAM_MAX_STATE)
         ):
             return None
-        names = tuple(name for name, w in zip(state.names, state.weights, strict=True)
-                      if any(w is p for p in penalized))
+        # In the order of penalized, that of the penalty's state (its q per weight).
+        names = tuple(name for p in penalized
+                      for name, w in zip(state.names, state.weights, strict=True) if w is p)
         elastic = isinstance(penalty, ElasticLearningPenalty)
+        cumulative = penalty.applies_after_step()
         key = (weighted, size, PROGRAM_STEPS, LINEAR_STEPS, loader.sparse, names,
-               elastic and penalty.l1 > 0, elastic and penalty.l2 > 0, norms,
-               inner.update_key(), setup.loss_key(weighted))
+               elastic and penalty.l1 > 0 and not cumulative, elastic and penalty.l2 > 0,
+               cumulative, norms, unweighted, inner.update_key(), setup.loss_key(weighted))
         if key not in self._programs:
             shared = (key, skeleton_digest(setup.model, state.names),
                       setup.external_data_dir, setup.weight_name, int(setup.n_threads),
@@ -255,7 +268,7 @@ class ProgramCache:
         if states is None:
             # An unpickled state is not packed: it trains per batch.
             return None
-        arrays = [*state.weights, *states]
+        arrays = [*state.weights, *states, *state.penalty[1:]]
         bound = self._binding
         if bound is None or bound[0] is not loader or bound[1] != key or not bound[2].fits(
                 loader) or not bound[2].binds(arrays):
@@ -267,7 +280,8 @@ class ProgramCache:
     def _build(
         self, setup: TrainingSetup, state: TrainingState, weighted: bool, size: int,
         steps: int, linear_steps_most: int, sparse: bool, penalized: tuple[str, ...],
-        l1: bool, l2: bool, norms: bool, update: BaseLearningRate,
+        l1: bool, l2: bool, cumulative: bool, norms: bool, unweighted: bool,
+        update: BaseLearningRate,
     ) -> tuple[StepProgram | LinearProgram, InferenceSession] | None:
         """The program of ``steps`` batches of ``size`` rows (the linear program:
         :func:`linear_steps`, up to ``linear_steps_most``; its sparse form for ``sparse``
@@ -282,7 +296,7 @@ class ProgramCache:
         (:func:`~skl_ortgrad.training.programs.generic_program`).
         """
         # The linear program writes plain SGD's update itself.
-        lean = (lean_loss(setup, state, penalized, l1 or l2)
+        lean = (lean_loss(setup, state, penalized, l1 or l2 or cumulative)
                 if type(update).stepper is LearningRateSGD.stepper else None)
         if sparse and lean is None:
             return None
@@ -294,13 +308,16 @@ class ProgramCache:
                                                    steps),
                     size, dtype=state.weights[0].dtype, l1=l1, l2=l2,
                     threshold=getattr(setup.loss, "threshold", 1.0), sparse=sparse,
-                    n_outputs=n_outputs, norms=norms,
+                    n_outputs=n_outputs, norms=norms, cumulative=cumulative,
                 )
             else:
                 program = generic_program(
                     self._engine(weighted).step_function(size).model, state.names, steps,
                     size, penalized=penalized, l1=l1, l2=l2, loss=LOSS_NAME, update=update,
-                    norms=norms,
+                    norms=norms, cumulative=cumulative,
+                    unweighted=initializers_to_inputs(training_model(
+                        setup, state.weights[0].dtype, False, per_row=True), state.names)
+                    if unweighted else None,
                 )
         except ValueError:
             return None

@@ -122,6 +122,12 @@ class TrainingState:
         self.average_count = checkpoint.get("average_count", 0)
         self.penalty = _copied_into(self.penalty, checkpoint.get("penalty", []))
 
+    def start_penalty(self, initial: list[np.ndarray]) -> None:
+        """Make :attr:`penalty` ``initial``, copied into its buffers where they are as
+        many and shaped alike: a training program bound to them reads and writes them
+        from call to call (``partial_fit`` would bind it anew)."""
+        self.penalty = _copied_into(self.penalty, initial)
+
     def set_weights(self, arrays: list[np.ndarray]) -> None:
         """Copy ``arrays`` into the weights, cast to their dtype.
 
@@ -316,9 +322,10 @@ class HoldsTrainingState:
 
 
 def _copied_into(buffers: list[np.ndarray], values: list[np.ndarray]) -> list[np.ndarray]:
-    """``values`` copied into ``buffers`` (returned) when they are as many, else copies
-    of ``values`` (a checkpoint taken with or without them)."""
-    if len(values) != len(buffers):
+    """``values`` copied into ``buffers`` (returned) when they are as many and shaped
+    alike, else copies of ``values`` (a checkpoint taken with or without them)."""
+    if len(values) != len(buffers) or any(
+            np.shape(v) != b.shape for v, b in zip(values, buffers, strict=True)):
         return [v.copy() for v in values]
     for target, source in zip(buffers, values, strict=True):
         np.copyto(target, source)

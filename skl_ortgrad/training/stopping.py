@@ -3,7 +3,11 @@ a plateau the learning rate may react to, and the reason the summary line gives.
 
 The monitored value :math:`m_e` after epoch :math:`e` is, with validation data, the
 validation loss or the opposite of the validation score; without, the training loss or
-(``tol_on_objective``) the objective, the loss plus the mean penalty. With
+(``tol_on_objective``) the objective, the loss plus the mean penalty; with sample weights
+and ``tol_on_objective='unweighted'``, the loss in it is the mean of the rows' *unweighted*
+losses
+(scikit-learn's SGD: ``objective_sum`` adds ``loss(p, y)`` of every sample, the weights
+scaling the steps only). With
 :math:`b_e = \min_{e' \le e} m_{e'}`, an epoch *does not improve* when :math:`m_e > b_{e-1}
 - \mathrm{tol}`; ``n_iter_no_change`` such epochs in a row stop training (or, for a rate
 that reacts to plateaus, scikit-learn's ``'adaptive'``, lower the rate and start counting
@@ -35,21 +39,28 @@ class StoppingPolicy:
         ``'validation loss'`` or ``'validation score'``.
     validation_period : int
         With validation data, it is evaluated every this many epochs (and at the last).
+    unweighted : bool
+        The training loss watched is the mean of the rows' unweighted losses (sample
+        weights with ``tol_on_objective='unweighted'``, see the module's docstring).
     """
 
     def __init__(self, tol: float | None, n_iter_no_change: int, monitored: str,
-                 validation_period: int = 1) -> None:
+                 validation_period: int = 1, unweighted: bool = False) -> None:
         self.tol, self.n_iter_no_change = tol, n_iter_no_change
         self.monitored, self.validation_period = monitored, validation_period
+        self.unweighted = unweighted
         self._best, self._no_improvement = math.inf, 0
 
     @classmethod
-    def of_call(cls, trainer: Any, validation: bool, scored: bool) -> StoppingPolicy:
+    def of_call(cls, trainer: Any, validation: bool, scored: bool,
+                weighted: bool = False) -> StoppingPolicy:
         """The rule of a trainer's call, from its parameters (``tol``,
         ``n_iter_no_change``, ``validation_every``, ``tol_on_objective``) and resolved
         penalty: it watches the validation score or loss with validation data; without,
         the objective (``tol_on_objective``, a proximal elastic penalty that is not zero)
-        or the training loss. A ``validation_every`` below 1 is a share of ``max_iter``.
+        or the training loss, unweighted for ``weighted`` rows with
+        ``tol_on_objective='unweighted'``.
+        A ``validation_every`` below 1 is a share of ``max_iter``.
         """
         penalty = trainer.learning_penalty_
         if validation:
@@ -63,7 +74,9 @@ class StoppingPolicy:
         every = trainer.validation_every
         period = (max(1, round(every * int(trainer.max_iter))) if every < 1
                   else int(every))
-        return cls(trainer.tol, trainer.n_iter_no_change, monitored, period)
+        unweighted = (weighted and not validation and trainer.tol is not None
+                      and trainer.tol_on_objective == "unweighted")
+        return cls(trainer.tol, trainer.n_iter_no_change, monitored, period, unweighted)
 
     def validates(self, epoch: int, epochs: int) -> bool:
         """Whether the validation data is evaluated after ``epoch`` (0-based) of a call

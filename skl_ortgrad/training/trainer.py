@@ -185,14 +185,16 @@ class Trainer(HoldsTrainingState):
         weights after every update, counted per sample, from the ``average``-th sample on
         (True: from the first); :meth:`served_weights` (predictions, :meth:`get_trained_onnx`)
         are then the average. With one-row batches it is scikit-learn's average exactly.
-    tol_on_objective : bool
+    tol_on_objective : bool or 'unweighted'
         Without validation data, let the ``tol`` rule watch the training *objective*
         instead of the loss: the epoch's loss plus the mean over its rows of the
         penalty's value at the weights their batch started from,
         :math:`\\frac1n \\sum_B n_B P(W_B)` (scikit-learn's SGD: the loss plus
         :math:`\\alpha R(w)` at every sample, ``objective_sum``). Only for a penalty taken
         as proximal steps (``ElasticLearningPenalty``); a penalty in the loss
-        (``loss_term``) is in it already. ``train_losses_`` stay the losses.
+        (``loss_term``) is in it already. ``'unweighted'``: with sample weights, the loss
+        it watches is the mean of the rows' unweighted losses (scikit-learn's SGD, the
+        weights scaling the steps only). ``train_losses_`` stay the losses.
     external_data_dir : str, optional
         The folder the tensors of ``model_onnx`` stored as external data may be read
         from; None (default) refuses such tensors instead of reading them from the
@@ -258,7 +260,7 @@ class Trainer(HoldsTrainingState):
         external_data_dir: str | None = None,
         average: bool | int = False,
         weighted_mean: bool = True,
-        tol_on_objective: bool = False,
+        tol_on_objective: bool | str = False,
     ) -> None:
         self.model_onnx = model_onnx
         self.weights_to_train = weights_to_train
@@ -519,7 +521,7 @@ class Trainer(HoldsTrainingState):
                                 # Ctrl-C during the last batch of the epoch (of a group:
                                 # its epochs are complete): the epoch is complete.
                                 raise KeyboardInterrupt
-                            monitored = result.loss + result.penalty
+                            monitored = result.objective
                             if X_val is not None and call.stopping.validates(epoch, epochs):
                                 monitored = self._validation(X_val, y_val, val_scorer,
                                                              snapshot, call, result)
@@ -551,7 +553,7 @@ class Trainer(HoldsTrainingState):
         self.backend_ = setup.backend
         # The cumulative L1 penalty's totals start at zero at every call, as
         # scikit-learn's (_plain_sgd's u and q).
-        self.state_.penalty = setup.penalty.after_step_state(self.penalized())
+        self.state_.start_penalty(setup.penalty.after_step_state(self.penalized()))
         # The engine is built on first use: an epoch run by the linear program needs none
         # (a tenth of a small fit).
         device = ort_device("cpu" if setup.on_cpu else self.engine(weighted).cls_type_.device)
@@ -559,7 +561,8 @@ class Trainer(HoldsTrainingState):
         progress = TrainingProgress(
             self.verbose, epochs, partial, len(self.train_losses_) + 1, arrays[0].shape[0],
             prefix=self._epoch_prefix)
-        stopping = StoppingPolicy.of_call(self, X_val is not None, val_scorer is not None)
+        stopping = StoppingPolicy.of_call(self, X_val is not None, val_scorer is not None,
+                                          weighted)
         objective = stopping.monitored == "training objective"
         groups = EpochGroups.allowed(epochs, X_val is not None, progress.silent, self.tol,
                                      self.n_iter_no_change)
@@ -567,7 +570,7 @@ class Trainer(HoldsTrainingState):
         # stopping and one without train the same rows alike, bit for bit.
         program = transient(self).programs.bound(
             setup, self.state_, self.penalized(), loader, weighted, several=epochs > 1,
-            norms=objective)
+            norms=objective, unweighted=stopping.unweighted)
         return _Call(setup, loader, weighted, progress, stopping, program,
                      groups and type(program) is LinearProgramRun, objective)
 
@@ -609,7 +612,8 @@ class Trainer(HoldsTrainingState):
     def _epoch_inputs(self, call: _Call) -> EpochInputs:
         return EpochInputs(call.setup, self.state_, self.penalized(), call.loader,
                            lambda: self.engine(call.weighted), call.objective,
-                           len(self.train_losses_) + 1)
+                           len(self.train_losses_) + 1,
+                           self.losses if call.stopping.unweighted else None)
 
     def _epoch(self, call: _Call, interrupt: DeferredInterrupt) -> EpochResult:
         """One epoch: by the training program when there is one, else per batch."""

@@ -18,6 +18,8 @@ from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.preprocessing import StandardScaler
 
 from skl_ortgrad import OnnxMLPClassifier, OnnxMLPRegressor, OnnxSGDClassifier, OnnxSGDRegressor
+from skl_ortgrad.runtime.program_run import LinearProgramRun, ProgramRun
+from skl_ortgrad.training.caches import transient
 
 
 def _scaled(load, rows):
@@ -125,13 +127,14 @@ def test_averaged_sgd_keeps_scikit_learns_standard_and_average_weights(ours, the
 def test_cumulative_l1_penalty_is_scikit_learns(ours, theirs, load, penalty):
     """Per sample in float64, 'l1' and 'elasticnet' give scikit-learn's weights, exact
     zeros included, after a fit and after partial_fit calls (each starting its totals
-    afresh, as scikit-learn's)."""
+    afresh, as scikit-learn's), trained by the linear program (its cumulative L1 step)."""
     X, y = _scaled(load, 150)
     y = y if ours is OnnxSGDClassifier else (y - 150) / 80
     params = {"penalty": penalty, "alpha": 0.01, "shuffle": False, "max_iter": 5,
               "tol": None, "eta0": 0.01, "learning_rate": "constant"}
     reference = theirs(**params).fit(X, y)
     model = ours(**params, batch_size=1, dtype=np.float64).fit(X, y)
+    assert type(transient(model.optimizer_).programs.binding) is LinearProgramRun
     np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
     np.testing.assert_array_equal(model.coef_ == 0, reference.coef_ == 0)
     extra = {"classes": np.unique(y)} if ours is OnnxSGDClassifier else {}
@@ -141,6 +144,35 @@ def test_cumulative_l1_penalty_is_scikit_learns(ours, theirs, load, penalty):
     np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
     if penalty == "l1" and load is not load_diabetes:
         assert (reference.coef_ == 0).any()
+
+
+@pytest.mark.parametrize(("ours", "theirs", "load", "seed"), [
+    (OnnxSGDClassifier, SGDClassifier, load_breast_cancer, 0),
+    (OnnxSGDRegressor, SGDRegressor, load_diabetes, 1)], ids=["classifier", "regressor"])
+@pytest.mark.parametrize(("params", "path"), [
+    ({}, LinearProgramRun), ({"loss": "huber"}, ProgramRun), ({"average": True}, None),
+    ({"penalty": "l1"}, LinearProgramRun)],
+    ids=["linear program", "generic program", "averaged per batch", "l1"])
+def test_tol_objective_with_sample_weights_is_scikit_learns(ours, theirs, load, seed,
+                                                            params, path):
+    """With sample weights the tol rule watches the mean of the rows' *unweighted*
+    losses plus the penalty, as scikit-learn's ``objective_sum``: per sample in float64,
+    scikit-learn's ``n_iter_`` and weights, through the linear program (its per-row
+    values), the generic one (the model of the unweighted row losses beside the
+    gradient graph) and per batch (the trainer's row losses at every batch)."""
+    X, y = _scaled(load, 200)
+    y = y if ours is OnnxSGDClassifier else (y - 150) / 80
+    weights = np.random.default_rng(seed).uniform(0.0, 5.0, len(y))
+    settings = {"penalty": "l2", "alpha": 0.01, "shuffle": False, "tol": 1e-3,
+                "eta0": 0.01, "learning_rate": "constant", "max_iter": 200, **params}
+    if ours is OnnxSGDClassifier and settings.get("loss") == "huber":
+        settings["loss"] = "modified_huber"
+    reference = theirs(**settings).fit(X, y, sample_weight=weights)
+    model = ours(**settings, batch_size=1, dtype=np.float64).fit(X, y, sample_weight=weights)
+    assert type(transient(model.optimizer_).programs.binding) is (
+        type(None) if path is None else path)
+    assert model.n_iter_ == reference.n_iter_
+    np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("estimator", [MLPClassifier, OnnxMLPClassifier],

@@ -208,3 +208,22 @@ def test_epoch_without_features_draws_the_same_order_and_fills_on_demand():
         np.testing.assert_array_equal(lazy.per_row[0], X[lazy.order])
         np.testing.assert_array_equal(lazy.starts, [0, 8, 16])
     assert lazy.features is X
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_batch_arrays_are_the_rows_and_labels_fed(sparse):
+    """``batch_arrays(i)`` after ``feed(i)``: the batch's features (densified) and labels
+    as the feed holds them, a short last batch too."""
+    rng = np.random.RandomState(2)
+    dense = rng.rand(13, 4).astype(np.float32)
+    dense[dense < 0.5] = 0
+    labels = np.arange(13, dtype=np.float32).reshape((-1, 1))
+    X = sp.csr_matrix(dense) if sparse else dense
+    loader = MiniBatchLoader([X, labels], 5, True, np.random.RandomState(0), CPU, list)
+    feed = loader.epoch()
+    for index in range(len(loader)):
+        fed = [value.numpy() for value in list(feed(index))[:2]]
+        rows, ids = loader.batch_arrays(index)
+        np.testing.assert_array_equal(rows, fed[0])
+        np.testing.assert_array_equal(ids, fed[1])
+        np.testing.assert_array_equal(rows, dense[ids.ravel().astype(int)])

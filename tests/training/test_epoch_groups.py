@@ -66,9 +66,12 @@ CASES = [
     (OnnxSGDRegressor, {"n_iter_no_change": 2}, None),
     (OnnxSGDRegressor, {"learning_rate": "adaptive", "eta0": 0.05, "tol": 1e-2}, None),
     (OnnxSGDRegressor, {"shuffle": False}, None),
-    # The proximal form: the string penalties' cumulative L1 part runs per batch.
+    # The proximal form, and the string penalties' cumulative L1 part after the step.
     (OnnxSGDRegressor, {"penalty": ElasticLearningPenalty(l1=1.5e-3, l2=8.5e-3),
                        "alpha": 0.01}, None),
+    (OnnxSGDRegressor, {"penalty": "l1", "alpha": 0.05}, None),
+    (OnnxSGDRegressor, {"penalty": "elasticnet", "alpha": 0.05, "tol": None,
+                        "max_iter": 40}, "weights"),
     (OnnxSGDRegressor, {"dtype": np.float64}, None),
     (OnnxSGDRegressor, {"learning_rate": ScaledLearningRate(
         LearningRateSGD(eta0=0.05, learning_rate="invscaling"), per_epoch=True)}, None),

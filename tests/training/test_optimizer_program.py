@@ -133,11 +133,16 @@ def programs(monkeypatch):
     return kinds
 
 
-#: The programs' L1 soft threshold before the step: the estimators' string penalties
-#: 'l1' and 'elasticnet' apply scikit-learn's cumulative L1 penalty after the step, which
-#: runs per batch (test_cumulative_l1_runs_per_batch).
+#: The programs' L1 soft threshold before the step (the estimators' string penalties
+#: 'l1' and 'elasticnet' apply scikit-learn's cumulative L1 penalty after the step:
+#: CUMULATIVE).
 PROXIMAL_L1 = ElasticLearningPenalty(l1=0.01, l2=0.0)
 PROXIMAL_ELASTIC = ElasticLearningPenalty(l1=1.5e-4, l2=8.5e-4)
+
+
+#: The lean loss of the estimators' losses.
+LEAN_KINDS = {"squared_error": "squared_error", "log_loss": "log", "hinge": "hinge",
+              "perceptron": "hinge"}
 
 
 def _fit(task, **params):
@@ -168,14 +173,69 @@ def test_estimators_train_bit_for_bit_as_per_batch(monkeypatch, chunks, generic,
     _assert_same(_state(model), _state(expected))
 
 
-@pytest.mark.parametrize("penalty", ["l1", "elasticnet"])
-@pytest.mark.parametrize("task", list(ESTIMATORS))
-def test_cumulative_l1_runs_per_batch(chunks, task, penalty):
-    """scikit-learn's cumulative L1 penalty (the string penalties) comes after the
-    gradient step, with its totals: no program runs it, the per-batch path does."""
-    model = _fit(task, penalty=penalty, alpha=0.01)
+#: scikit-learn's cumulative L1 penalty after the step (the string penalties), strong
+#: enough to end coefficients of every task at exactly zero.
+CUMULATIVE = {"l1": {"penalty": "l1", "alpha": 0.1},
+              "elasticnet": {"penalty": "elasticnet", "alpha": 0.15, "l1_ratio": 0.9}}
+#: Losses of the cumulative tests: the linear program's and others (the generic one).
+CUMULATIVE_LOSSES = [("regression", "squared_error"), ("regression", "huber"),
+                     ("binary", "hinge"), ("binary", "log_loss"),
+                     ("binary", "modified_huber"), ("multiclass", "hinge"),
+                     ("multiclass", "log_loss")]
+
+
+def _cumulative_fits(monkeypatch, task, params):
+    """fit then partial_fit with the program, and with the per-batch path."""
+    classes = {"classes": np.unique(Y[task])} if task != "regression" else {}
+
+    def train():
+        return _fit(task, **params).partial_fit(X, Y[task], **classes)
+
+    return train(), _per_batch(monkeypatch, train)
+
+
+def _same_zeros(model, expected):
+    """The same coefficients at exactly zero, some of them."""
+    zeros = model.optimizer_.weights_[0] == 0
+    np.testing.assert_array_equal(zeros, expected.optimizer_.weights_[0] == 0)
+    assert zeros.any()
+
+
+@pytest.mark.parametrize("penalty", list(CUMULATIVE))
+@pytest.mark.parametrize(("task", "loss"), CUMULATIVE_LOSSES)
+def test_cumulative_l1_trains_in_the_generic_program_bit_for_bit(monkeypatch, chunks, generic,
+                                                                 task, loss, penalty):
+    """The cumulative L1 penalty after every step of the generic program, its q carried
+    from call to call, its u fed per step: float32 bit for bit as the per-batch path, the
+    short last batch of every epoch (per batch) going on with the program's q and u, and
+    both back to zero at partial_fit."""
+    model, expected = _cumulative_fits(monkeypatch, task, {"loss": loss, **CUMULATIVE[penalty]})
     assert model.optimizer_.learning_penalty_.applies_after_step()
-    assert chunks == []
+    assert len(chunks) == 4 * 4
+    _assert_same(_state(model), _state(expected))
+    _same_zeros(model, expected)
+
+
+@pytest.mark.parametrize("penalty", list(CUMULATIVE))
+@pytest.mark.parametrize(("task", "loss"), [
+    case for case in CUMULATIVE_LOSSES if case[1] in LEAN_KINDS])
+def test_cumulative_l1_trains_in_the_linear_program(monkeypatch, chunks, programs, task,
+                                                    loss, penalty):
+    """The linear program with the cumulative L1 penalty: equal to the per-batch path to
+    rounding (as test_linear_program_trains_as_per_batch), the same coefficients at
+    exactly zero."""
+    model, expected = _cumulative_fits(monkeypatch, task, {"loss": loss, **CUMULATIVE[penalty]})
+    assert programs == [LEAN_KINDS[loss]]
+    assert len(chunks) == 4 * 4
+    _assert_same(_state(model), _state(expected), rtol=1e-5)
+    _same_zeros(model, expected)
+
+
+def test_cumulative_l1_with_sparse_data_runs_per_batch(chunks):
+    """Sparse X with the cumulative L1 penalty: the per-batch path (the sparse program
+    does not write it)."""
+    OnnxSGDRegressor(max_iter=1, tol=None, penalty="l1").fit(X_SPARSE, Y["regression"])
+    assert not chunks
 
 
 LEAN_CASES = [
@@ -189,9 +249,6 @@ LEAN_CASES = [
     ("binary", {}), ("binary", {"loss": "perceptron"}),
     ("binary", {"penalty": PROXIMAL_ELASTIC, "alpha": 0.001}), ("binary", {"shuffle": False}),
 ]
-#: The lean loss of the estimators' losses.
-LEAN_KINDS = {"squared_error": "squared_error", "log_loss": "log", "hinge": "hinge",
-              "perceptron": "hinge"}
 
 
 #: One-vs-rest classes: the linear program with one output per class.
@@ -699,6 +756,45 @@ def test_tol_on_the_objective_stops_where_the_per_batch_path_does(monkeypatch, c
     bit through the generic program, to rounding through the linear ones, which also run
     several epochs per call when grouped). On these dense data, the loss alone would stop
     elsewhere."""
+    _stops_as_per_batch(monkeypatch, chunks, path, task, params)
+
+
+@pytest.mark.parametrize(("task", "params"), [
+    ("regression", {"penalty": "l1", "alpha": 0.1}),
+    ("binary", {"penalty": "elasticnet", "alpha": 0.01, "l1_ratio": 0.5}),
+], ids=["regression l1", "binary elasticnet"])
+@pytest.mark.parametrize("path", ["generic", "linear", "grouped"])
+def test_tol_on_the_objective_with_the_cumulative_l1(monkeypatch, chunks, path, task,
+                                                     params):
+    """The same with the cumulative L1 penalty in the programs: their norms include the
+    L1 norm of the weights each step starts from (dense data: sparse data with it train
+    per batch)."""
+    _stops_as_per_batch(monkeypatch, chunks, path, task, params)
+
+
+@pytest.mark.parametrize(("task", "params"), [
+    ("binary", {"alpha": 0.01}), ("binary", {"alpha": 0.01, "loss": "log_loss"}),
+    ("multiclass", {"alpha": 0.01}),
+], ids=["binary hinge", "binary log", "multiclass hinge"])
+@pytest.mark.parametrize("path", ["generic", "linear", "sparse linear", "grouped"])
+def test_tol_on_the_unweighted_objective_with_sample_weights(monkeypatch, chunks, path,
+                                                             task, params):
+    """With sample weights the SGD estimators' rule watches the rows' unweighted losses
+    (scikit-learn's): the generic program sums them by the model of the row losses in its
+    step, the linear ones from their per-row values, the per-batch path by the trainer's
+    row losses (sparse rows densified); the same epochs and weights. The weighted losses
+    would stop elsewhere."""
+    _stops_as_per_batch(monkeypatch, chunks, path, task, params, SAMPLE_WEIGHTS, True)
+
+
+#: Sample weights of the rows (some zero).
+SAMPLE_WEIGHTS = np.random.default_rng(5).uniform(-1.0, 4.0, N_ROWS).clip(0.0)
+
+
+def _stops_as_per_batch(monkeypatch, chunks, path, task, params, sample_weight=None,
+                        other=False):
+    """Fit as the per-batch path does; with ``_tol_on_objective=other``, at another
+    epoch."""
     if path == "generic":
         _generic_only(monkeypatch)
     calls = chunks
@@ -708,14 +804,15 @@ def test_tol_on_the_objective_stops_where_the_per_batch_path_does(monkeypatch, c
     features = X_SPARSE if path == "sparse linear" else X
 
     def fit():
-        return ESTIMATORS[task](max_iter=200, random_state=0, **params).fit(features, Y[task])
+        return ESTIMATORS[task](max_iter=200, random_state=0, **params).fit(
+            features, Y[task], sample_weight=sample_weight)
 
     model = fit()
     assert calls and 5 < model.n_iter_ < 200
     expected = _per_batch(monkeypatch, fit)
     _assert_same(_state(model), _state(expected), rtol=0.0 if path == "generic" else 1e-5)
     if features is X:
-        monkeypatch.setattr(ESTIMATORS[task], "_tol_on_objective", False)
+        monkeypatch.setattr(ESTIMATORS[task], "_tol_on_objective", other)
         assert fit().n_iter_ != model.n_iter_
 
 

@@ -19,6 +19,18 @@ step:
         \quad\text{(penalized weights; } D_j = W_{j-1} \text{ otherwise)} \\
     W_j &= D_j - \eta_j\, g_j
 
+then, with scikit-learn's cumulative L1 penalty (the SGD estimators' ``'l1'`` and
+``'elasticnet'``; no soft threshold in :math:`D_j` then), its step after the gradient
+step (:func:`~skl_ortgrad.training.programs.steps.cumulative_l1`): with :math:`u_j` the
+total of the :math:`\eta_i l_1` of the call's steps up to :math:`j` (a per-step scalar,
+``l1_total``) and :math:`Q` the penalty each weight received so far (a state flowing from
+step to step beside the weights, an input and an output of every call),
+
+.. math::
+
+    W'_j = \operatorname{sign}(W_j) \max\bigl(0, |W_j| - (u_j + \operatorname{sign}(W_j)
+        Q_{j-1})\bigr), \qquad Q_j = Q_{j-1} + W'_j - W_j
+
 with :math:`\operatorname{soft}_\tau(v) = v - \operatorname{clip}(v, -\tau, \tau)`, sample
 weights :math:`s_i` (1 without) and :math:`r` the penalty's ``rows``
 (``ElasticLearningPenalty``). The schedule stays in numpy: per step, the scalars
@@ -44,7 +56,8 @@ over the shared :mod:`~skl_ortgrad.training.programs.steps` and
   the loader's permuted buffers), its outputs the new weights and states and the
   :math:`k` batch losses;
 * :func:`linear_program` (:class:`LinearProgram`) writes the step of a linear model
-  :math:`s = W x + b` by hand, in 6 to 8 nodes (plus up to 3 for the penalty, and one
+  :math:`s = W x + b` by hand, in 6 to 8 nodes (plus up to 3 for the penalty, 9 for the
+  cumulative L1 one, and one
   per :data:`~skl_ortgrad.training.programs.steps.NORMS` output with ``norms=True``), for the
   squared error, the binary log loss and the hinge loss (the classifiers' default; the
   perceptron is its threshold 0), the last two also one-vs-rest over :math:`K` classes
@@ -99,14 +112,27 @@ def linear_program(
     loss: str, n_features: int, steps: int, batch_rows: int,
     dtype: np.dtype | type = np.float32, l1: bool = False, l2: bool = False,
     threshold: float = 1.0, sparse: bool = False, n_outputs: int = 1, norms: bool = False,
+    cumulative: bool = False,
 ) -> LinearProgram:
     """The linear program of ``steps`` steps: :func:`~skl_ortgrad.training.programs.
     linear.dense_linear_program`, or its sparse form (``sparse``, :func:`~skl_ortgrad.
-    training.programs.sparse.sparse_linear_program`), whose arguments it takes.
+    training.programs.sparse.sparse_linear_program`), whose arguments it takes
+    (``cumulative``: the dense form's).
 
     Memoized (64 programs): the same arguments give the same object, which callers only
     read (a grid search of small fits writes each program once).
+
+    Raises
+    ------
+    ValueError
+        For the sparse form with ``cumulative`` (sparse data with the cumulative L1
+        penalty train per batch).
     """
-    build = sparse_linear_program if sparse else dense_linear_program
-    return build(loss, n_features, steps, batch_rows, dtype=dtype, l1=l1, l2=l2,
-                 threshold=threshold, n_outputs=n_outputs, norms=norms)
+    arguments = {"dtype": dtype, "l1": l1, "l2": l2, "threshold": threshold,
+                 "n_outputs": n_outputs, "norms": norms}
+    if not sparse:
+        return dense_linear_program(loss, n_features, steps, batch_rows,
+                                    cumulative=cumulative, **arguments)
+    if cumulative:
+        raise ValueError("The sparse linear program has no cumulative L1 penalty.")
+    return sparse_linear_program(loss, n_features, steps, batch_rows, **arguments)

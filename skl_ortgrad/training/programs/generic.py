@@ -5,22 +5,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
-from onnx import AttributeProto, ModelProto, helper
+from onnx import AttributeProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
 
 from skl_ortgrad.graph.dtypes import numpy_dtype
 from skl_ortgrad.graph.model import graph_names, unique_name
 from skl_ortgrad.graph.opset import main_opset, other_domains
 from skl_ortgrad.graph.step_graph import StepGraph
 from skl_ortgrad.optim import BaseLearningRate, LearningRateSGD
-from skl_ortgrad.training.programs.scan import scan
+from skl_ortgrad.training.programs.scan import renamed, scan
 from skl_ortgrad.training.programs.steps import (
     LOSSES_OUTPUT,
     MIN_OPSET,
+    UNWEIGHTED,
     PerStep,
     StepTemplate,
     check_steps,
+    cumulative_l1,
     dims_of,
     proximal,
     rank_of,
@@ -46,7 +49,8 @@ class StepProgram(PerStep):
         The per-row inputs (``X``, the label...), keys of :meth:`feeds`' ``data``.
     weights : list of str
         Weight inputs, then the update rule's packed state (its ``states_per_weight``
-        1-D tensors over all the weights, see :func:`_packed_update`); the outputs are
+        1-D tensors over all the weights, see :func:`_packed_update`), then the cumulative
+        L1 penalty's :math:`q` of every penalized weight (``cumulative``); the outputs are
         :attr:`new_weights`, in the same order.
     weight_shapes : list of tuple
     new_weights : list of str
@@ -57,7 +61,9 @@ class StepProgram(PerStep):
         Shape of one step's loss.
     dtype : numpy.dtype
     norms : tuple of str
-        The per-step ``NORMS`` outputs (``norms=True``), one value per step.
+        The per-step outputs beside the losses, one value per step: the ``NORMS``
+        (``norms=True``), then :data:`~skl_ortgrad.training.programs.steps.UNWEIGHTED`
+        (``unweighted``).
     """
 
     model: ModelProto
@@ -71,6 +77,8 @@ class StepProgram(PerStep):
     loss_shape: tuple[int, ...]
     dtype: np.dtype
     norms: tuple[str, ...] = ()
+    #: The name of the per-step unweighted loss sums among :attr:`norms`.
+    unweighted_output: ClassVar[str] = UNWEIGHTED
 
     def feeds(
         self, data: dict[str, np.ndarray], table: dict[str, np.ndarray],
@@ -117,6 +125,7 @@ class StepProgram(PerStep):
 def _generic_template(
     fused: ModelProto, weights: Sequence[str], penalized: Sequence[str], batch_rows: int,
     l1: bool, l2: bool, loss: str, update: BaseLearningRate, norms: bool = False,
+    cumulative: bool = False, unweighted: ModelProto | None = None,
 ) -> StepTemplate:
     graph = fused.graph
     if any(att.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS)
@@ -151,7 +160,13 @@ def _generic_template(
         data.append(value_info(info.name, info.type.tensor_type.elem_type, [batch_rows, *dims[1:]]))
     elem = loss_info.type.tensor_type.elem_type
     step = StepGraph(graph_names(graph), numpy_dtype(elem))
-    extra = step_norms(step, [w for w in weights if w in penalized], l1, l2) if norms else []
+    extra = (step_norms(step, [w for w in weights if w in penalized], l1 or cumulative, l2)
+             if norms else [])
+    appended_nodes: list[NodeProto] = []
+    appended_initializers: list[TensorProto] = []
+    if unweighted is not None:
+        appended_nodes, appended_initializers, total = _appended_sum(step, unweighted, inputs)
+        extra.append((UNWEIGHTED, total, ()))
     starts = [proximal(step, w, rank_of(inputs[w]), l1, l2) if w in penalized else w
               for w in weights]
     shapes = [dims_of(inputs[w]) for w in weights]
@@ -169,15 +184,25 @@ def _generic_template(
         for w, start in zip(weights, starts, strict=True):
             new_weights.append(update.emit_update(step, start, f"{w}_grad", [],
                                                   rank_of(inputs[w]))[0])
+    applied = []
+    if cumulative:
+        # The cumulative L1 penalty after the update, each penalized weight with its q.
+        for w in penalized:
+            index = list(weights).index(w)
+            applied.append(value_info(unique_name(f"{w}_applied", step.taken), elem,
+                                      dims_of(inputs[w])))
+            new_weights[index], new_applied = cumulative_l1(
+                step, new_weights[index], applied[-1].name, rank_of(inputs[w]))
+            new_states.append(new_applied)
     grad_shape = tuple(dims_of(inputs[grad_input]))
     if any(d is None for d in grad_shape):
         raise ValueError(f"{grad_input!r} must have a static shape, got {grad_shape}.")
     return StepTemplate(
-        nodes=[*graph.node, *step.nodes],
-        initializers=[*graph.initializer, *step.initializers],
+        nodes=[*graph.node, *appended_nodes, *step.nodes],
+        initializers=[*graph.initializer, *appended_initializers, *step.initializers],
         data=data,
         scalars=[(grad_input, "scale", grad_shape), *step.scalar_inputs()],
-        weights=[*(inputs[w] for w in weights), *states],
+        weights=[*(inputs[w] for w in weights), *states, *applied],
         new_weights=[*new_weights, *new_states],
         loss=loss,
         loss_shape=tuple(d or 1 for d in dims_of(loss_info)),
@@ -186,6 +211,32 @@ def _generic_template(
         ir_version=fused.ir_version,
         extra=extra,
     )
+
+
+def _appended_sum(step: StepGraph, model: ModelProto, inputs: dict[str, ValueInfoProto],
+                  ) -> tuple[list[NodeProto], list[TensorProto], str]:
+    """The nodes and initializers of ``model`` (one output, the loss of every row),
+    renamed apart from the step's names but for its inputs, which it reads from the
+    gradient graph's (``inputs``, by name), and the sum of its output (a node of the
+    step)."""
+    graph = model.graph
+    unknown = sorted(i.name for i in graph.input if i.name not in inputs)
+    if unknown:
+        raise ValueError(f"Inputs {unknown} of the unweighted loss graph are not inputs of "
+                         "the gradient graph.")
+    mapping = {name: unique_name(f"unweighted_{name}", step.taken)
+               for name in [*(i.name for i in graph.initializer),
+                            *(name for node in graph.node for name in [*node.output, node.name]
+                              if name)]}
+    initializers = []
+    for init in graph.initializer:
+        copy = TensorProto()
+        copy.CopyFrom(init)
+        copy.name = mapping[init.name]
+        initializers.append(copy)
+    total = step.node("ReduceSum", [mapping[graph.output[0].name]], "unweighted_loss",
+                      keepdims=0)
+    return [renamed(node, mapping) for node in graph.node], initializers, total
 
 
 def _packed_update(
@@ -228,6 +279,8 @@ def generic_program(
     loss: str = "loss",
     update: BaseLearningRate | None = None,
     norms: bool = False,
+    cumulative: bool = False,
+    unweighted: ModelProto | None = None,
 ) -> StepProgram:
     r"""The program of ``steps`` steps built on a backend's one-call gradient graph.
 
@@ -237,8 +290,11 @@ def generic_program(
     emit_update`; plain SGD: :math:`D - \eta_j g` with :math:`\eta_j` fed at the
     weight's rank), where :math:`D` is :math:`W` or, for the ``penalized`` weights,
     :math:`W` decayed by :math:`\max(0, 1 - \eta_j l_2 / r)^r` (when ``l2``) then
-    soft-thresholded at :math:`\eta_j l_1` (when ``l1``). The rule's state (momentum
-    velocities, Adam's moments) flows from step to step beside the weights.
+    soft-thresholded at :math:`\eta_j l_1` (when ``l1``), then, with ``cumulative``,
+    the cumulative L1 penalty's step of the penalized weights
+    (:func:`~skl_ortgrad.training.programs.steps.cumulative_l1`). The rule's state
+    (momentum velocities, Adam's moments) and the penalty's (:math:`q` of every penalized
+    weight, in ``penalized`` order) flow from step to step beside the weights.
 
     Parameters
     ----------
@@ -265,6 +321,15 @@ def generic_program(
     norms : bool
         Also output, per step, the ``NORMS`` of the penalized weights the step
         starts from (the penalty's value, scikit-learn's SGD objective).
+    cumulative : bool
+        Emit the cumulative L1 penalty after the update (its total :math:`u_j` fed per
+        step, ``l1_total``).
+    unweighted : ModelProto, optional
+        The model of the rows' *unweighted* losses (one output, a loss per row), whose
+        inputs are inputs of ``fused`` (the features, the label, the weights): the
+        program also outputs, per step, their sum at the weights the step starts from
+        (:data:`~skl_ortgrad.training.programs.steps.UNWEIGHTED`; the loss output is
+        the gradient graph's, weighted).
 
     Returns
     -------
@@ -272,7 +337,8 @@ def generic_program(
     """
     check_steps(steps)
     t = _generic_template(fused, weights, penalized, batch_rows, l1, l2, loss,
-                          LearningRateSGD() if update is None else update, norms)
+                          LearningRateSGD() if update is None else update, norms,
+                          cumulative, unweighted)
     if t.opsets[0][1] < MIN_OPSET:
         raise ValueError(f"A program needs opset >= {MIN_OPSET}, got {t.opsets[0][1]}.")
     outputs = [f"new_{w.name}" for w in t.weights]

@@ -19,6 +19,7 @@ from skl_ortgrad.training.programs.steps import (
     PerStep,
     StepTemplate,
     check_steps,
+    cumulative_l1,
     proximal,
     step_norms,
     value_info,
@@ -57,6 +58,9 @@ class LinearProgram(PerStep):
     norms : tuple of str
         The per-step ``NORMS`` outputs (``norms=True``; the scaled sparse form also
         writes the scale :math:`a`, ``"scales"``), one value per step.
+    weights, new_weights : tuple of str
+        The weight inputs and outputs: :math:`W`, :math:`b`, then (``cumulative``) the
+        cumulative L1 penalty's :math:`q` of :math:`W`, shaped as :math:`W`.
     """
 
     model: ModelProto
@@ -71,18 +75,20 @@ class LinearProgram(PerStep):
     norms: tuple[str, ...] = ()
 
     #: Input and output names (fixed: the program is written by hand).
-    weights = ("coef", "intercept")
-    new_weights = ("new_coef", "new_intercept")
+    weights: tuple[str, ...] = ("coef", "intercept")
+    new_weights: tuple[str, ...] = ("new_coef", "new_intercept")
     per_row = ("rows", "target", "step_weight")
     features, values = "X", "values"
 
     @property
     def weight_shapes(self) -> list[tuple[int, ...]]:
         """``[1, d]`` and ``[1, 1]``: views of the caller's ``[d, 1]`` and ``[1]``;
-        ``[d, K]`` and ``[1, K]`` for :math:`K` outputs."""
+        ``[d, K]`` and ``[1, K]`` for :math:`K` outputs; :math:`q` as :math:`W`."""
         if self.n_outputs > 1:
-            return [(self.n_features, self.n_outputs), (1, self.n_outputs)]
-        return [(1, self.n_features), (1, 1)]
+            shapes = [(self.n_features, self.n_outputs), (1, self.n_outputs)]
+        else:
+            shapes = [(1, self.n_features), (1, 1)]
+        return shapes + shapes[:1] * (len(self.weights) - 2)
 
     def _step_shape(self, count: int) -> tuple[int, ...]:
         """Shape of ``count`` steps of a per-row input or of the values: ``[1, b]`` a
@@ -232,7 +238,8 @@ def intercept_update(step: StepGraph, u: str, n_outputs: int) -> str:
 
 #: The names of the inputs, outputs and constants of both forms, so that no node output
 #: takes one.
-RESERVED = {"X", "coef", "intercept", "new_coef", "new_intercept", "rows", "target",
+RESERVED = {"X", "coef", "intercept", "new_coef", "new_intercept", "coef_applied",
+            "new_coef_applied", "rows", "target",
             "step_weight", "columns", "column_indices", "stored", "negated_stored", "values",
             "ones", "margin_threshold", "first_axis", "scale", "scaled_coef", "final_scale"}
 
@@ -241,6 +248,7 @@ def dense_linear_program(
     loss: str, n_features: int, steps: int, batch_rows: int,
     dtype: np.dtype | type = np.float32, l1: bool = False, l2: bool = False,
     threshold: float = 1.0, n_outputs: int = 1, norms: bool = False,
+    cumulative: bool = False,
 ) -> LinearProgram:
     r"""The program of ``steps`` steps of a linear model, written by hand, on rows.
 
@@ -259,9 +267,11 @@ def dense_linear_program(
 
     then :math:`W \leftarrow D_W - u X_B` (:math:`D_W` the penalty's proximal step of
     :math:`W`, as in :func:`generic_program`) and :math:`b \leftarrow b - u 1` (one
-    ``Gemm`` each). Nodes per step: 6 (squared error), 7 (log loss) or 7 (hinge; 8 for
-    the perceptron's threshold 0 and in float64), plus 1 for L2, 2 for L1. Sample
-    weights cost nothing: they are in :math:`c`.
+    ``Gemm`` each), then with ``cumulative`` the cumulative L1 penalty's step of
+    :math:`W` (:func:`~skl_ortgrad.training.programs.steps.cumulative_l1`), its state
+    :math:`q` a third weight. Nodes per step: 6 (squared error), 7 (log loss) or 7
+    (hinge; 8 for the perceptron's threshold 0 and in float64), plus 1 for L2, 2 for L1,
+    9 for the cumulative L1. Sample weights cost nothing: they are in :math:`c`.
 
     ``n_outputs`` :math:`K > 1` (one-vs-rest classes, each output its own binary loss):
     :math:`W` is ``[d, K]`` as the caller holds it, the scores :math:`S = X_B W + b` are
@@ -288,6 +298,9 @@ def dense_linear_program(
     norms : bool
         Also output, per step, the ``NORMS`` of :math:`W` the step starts from (one
         reduction each).
+    cumulative : bool
+        Emit the cumulative L1 penalty after the step (scikit-learn's; its total
+        :math:`u_j` fed per step, ``l1_total``, :math:`q` an input and an output).
 
     Returns
     -------
@@ -309,7 +322,7 @@ def dense_linear_program(
     batch = emit("Gather", [p.features, rows], "batch", axis=0)
     s = (emit("Gemm", [batch, coef, intercept], "score") if outputs > 1
          else emit("Gemm", [coef, batch, intercept], "score", transB=1))
-    extra = step_norms(step, [coef], l1, l2) if norms else []
+    extra = step_norms(step, [coef], l1 or cumulative, l2) if norms else []
     values, u = residual_nodes(step, loss, s, threshold, dtype, row_shape, constants)
     start = proximal(step, coef, 2, l1, l2)
     if outputs > 1:
@@ -319,25 +332,30 @@ def dense_linear_program(
         # C - A B (alpha=-1): u X_B for W.
         new_coef = emit("Gemm", [u, batch, start], "coef_stepped", alpha=-1.0)
     new_intercept = intercept_update(step, u, outputs)
+    coef_shape = [n_features, outputs] if outputs > 1 else [1, n_features]
+    weights, new_weights = p.weights, p.new_weights
+    if cumulative:
+        weights, new_weights = (*weights, "coef_applied"), (*new_weights, "new_coef_applied")
+        new_coef, new_applied = cumulative_l1(step, new_coef, weights[2], 2)
     template = StepTemplate(
         nodes=step.nodes,
         initializers=[numpy_helper.from_array(v, name) for name, v in constants.items()],
         data=[value_info(rows, TensorProto.INT64, [b]), value_info(target, elem, row_shape),
               value_info(step_weight, elem, row_shape)],
         scalars=step.scalar_inputs(),
-        weights=[value_info(coef, elem, [n_features, outputs] if outputs > 1
-                            else [1, n_features]),
-                 value_info(intercept, elem, [1, outputs])],
-        new_weights=[new_coef, new_intercept],
+        weights=[value_info(coef, elem, coef_shape), value_info(intercept, elem, [1, outputs]),
+                 *(value_info(name, elem, coef_shape) for name in weights[2:])],
+        new_weights=[new_coef, new_intercept, *([new_applied] if cumulative else [])],
         loss=values, loss_shape=tuple(row_shape), elem=elem, opsets=[("", OPSET)],
         ir_version=IR_VERSION, extra=extra,
     )
-    graph = scan(template, list(p.new_weights), losses=p.values,
+    graph = scan(template, list(new_weights), losses=p.values,
                  dataset=[value_info(p.features, elem, [None, n_features])])
     return p(
         model=linear_model(graph), loss=loss, threshold=float(threshold), steps=int(steps),
         batch_rows=b, n_features=int(n_features), scalars=template.scalars,
         dtype=np.dtype(dtype), n_outputs=outputs, norms=tuple(name for name, _, _ in extra),
+        weights=weights, new_weights=new_weights,
     )
 
 

@@ -36,7 +36,7 @@ def scan(t: StepTemplate, outputs: list[str], losses: str = LOSSES_OUTPUT,
     outer_inputs = [value_info(w.name, t.elem, dims_of(w)) for w in t.weights] + list(dataset)
     outer_inputs += [value_info(name, elem, ["steps", *shape]) for name, elem, shape in step_inputs]
     body = helper.make_graph(
-        [_renamed(node, mapping) for node in t.nodes], "step",
+        [renamed(node, mapping) for node in t.nodes], "step",
         [value_info(mapping[w.name], t.elem, dims_of(w)) for w in t.weights]
         + [value_info(mapping[name], elem, shape) for name, elem, shape in step_inputs],
         [value_info(mapping[name], t.elem, dims_of(w))
@@ -56,7 +56,9 @@ def scan(t: StepTemplate, outputs: list[str], losses: str = LOSSES_OUTPUT,
          *(value_info(name, t.elem, ["steps", *shape]) for name, _, shape in t.extra)])
 
 
-def _renamed(node: NodeProto, mapping: dict[str, str]) -> NodeProto:
+def renamed(node: NodeProto, mapping: dict[str, str]) -> NodeProto:
+    """A copy of ``node`` whose inputs, outputs and name ``mapping`` renames (the others
+    kept)."""
     copy = NodeProto()
     copy.CopyFrom(node)
     copy.input[:] = [mapping.get(name, name) for name in node.input]

@@ -49,8 +49,10 @@ def scalar_table(
         :math:`r`, the penalty's ``rows``: the decay compounds :math:`r` per-sample
         decays (``ElasticLearningPenalty``).
     extra : dict of str to numpy.ndarray, optional
-        The other kinds' values of every batch (the update rule's
-        :meth:`~skl_ortgrad.optim.BaseLearningRate.step_scalars`).
+        The other kinds' values of every batch: the update rule's
+        (:meth:`~skl_ortgrad.optim.BaseLearningRate.step_scalars`) and the cumulative L1
+        penalty's total :math:`u_j` after the step (``l1_total``, :func:`cumulative_l1`:
+        :meth:`~skl_ortgrad.optim.BaseLearningPenalty.after_step_totals`).
 
     Returns
     -------
@@ -168,12 +170,45 @@ def proximal(graph: StepGraph, weight: str, rank: int, l1: bool, l2: bool) -> st
     return result
 
 
+def cumulative_l1(graph: StepGraph, weight: str, applied: str, rank: int) -> tuple[str, str]:
+    r"""The cumulative L1 penalty's step after the gradient step
+    (:meth:`~skl_ortgrad.optim.ElasticLearningPenalty.after_step`) of a penalized weight
+    :math:`w` with :math:`q`, the penalty applied to it so far (``applied``, a state
+    flowing from step to step), at the step's total :math:`u_j` (the ``l1_total``
+    scalar); return the new :math:`w'` and :math:`q'`.
+
+    With :math:`\epsilon = \operatorname{sign}(w)`:
+
+    .. math::
+
+        w' = \epsilon \maxigl(0, |w| - (u_j + \epsilon q)igr), \qquad
+        q' = q + (w' - w)
+
+    the numpy step's :math:`\max(0, w - (u + q))` where :math:`w > 0`,
+    :math:`\min(0, w + (u - q))` where :math:`w < 0` and :math:`w` where :math:`w = 0`,
+    rounding included: :math:`\epsilon q` and the products by :math:`\epsilon` are
+    exact, and :math:`-(|w| - c)` rounds as :math:`w + c` does for :math:`w < 0`. Nine
+    nodes, no ``Where``.
+    """
+    sign = graph.node("Sign", [weight], f"{weight}_sign")
+    magnitude = graph.node("Abs", [weight], f"{weight}_magnitude")
+    signed = graph.node("Mul", [sign, applied], f"{applied}_signed")
+    reach = graph.node("Add", [graph.scalar("l1_total", rank), signed], f"{weight}_reach")
+    shrunk = graph.node("Relu", [graph.node("Sub", [magnitude, reach], f"{weight}_left")],
+                        f"{weight}_shrunk")
+    new = graph.node("Mul", [sign, shrunk], f"{weight}_l1")
+    change = graph.node("Sub", [new, weight], f"{weight}_l1_change")
+    return new, graph.node("Add", [applied, change], f"{applied}_next")
+
+
 #: The programs' per-step norms of the penalized weights (``norms=True``), each of the
 #: weights a step starts from: :math:`\sum \lVert W \rVert_2^2` (with the L2 penalty)
 #: and :math:`\sum \lVert W \rVert_1` (with the L1 penalty); the scaled sparse program
 #: (:math:`W = aV`) writes :math:`\lVert V \rVert_2^2` and :math:`a`.
 NORMS = ("squared_norms", "l1_norms")
 SCALES = "scales"
+#: The generic program's per-step sum of the rows' unweighted losses (``unweighted``).
+UNWEIGHTED = "unweighted_losses"
 
 
 def step_norms(graph: StepGraph, weights: Sequence[str], l1: bool,
