@@ -125,7 +125,7 @@ def test_sparse_stored_rows_one_row_a_row(layout):
         assert stored is None
         return
     columns, values = stored
-    assert columns.dtype == np.int64 and values.dtype == np.float32
+    assert columns.dtype == np.int32 and values.dtype == np.float32
     assert columns.shape == values.shape == (40, np.diff(X.indptr).max())
     densified = np.zeros((40, 30), dtype=np.float32)
     for i in range(40):

@@ -218,7 +218,7 @@ def _stored_layout(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The sparse program's layout of X: row i's non-zero values in row i, one
     zero-padded slot more than the longest row needs."""
     width = int((X != 0).sum(axis=1).max()) + 1
-    columns = np.zeros((len(X), width), dtype=np.int64)
+    columns = np.zeros((len(X), width), dtype=np.int32)
     values = np.zeros((len(X), width), dtype=X.dtype)
     for i, row in enumerate(X):
         stored = np.flatnonzero(row)[::-1]  # any order
@@ -558,7 +558,7 @@ def test_sparse_program_adds_the_steps_of_a_column_several_rows_store(loss):
 def test_program_graphs():
     """Standard operators only, one Scan node, and the node counts the design promises
     (per step: squared error 6, log loss 7, hinge 7 in float32, its mask one HardSigmoid,
-    8 in float64 and for the perceptron; the sparse form nine more, eight with several
+    8 in float64 and for the perceptron; the sparse form nine more, nine with several
     outputs, and six more for the hinge loss's choice of the rows that step; L2 one
     more, L1 two more)."""
     def body(program):
@@ -589,8 +589,9 @@ def test_program_graphs():
             onnx.checker.check_model(outputs.model, full_check=True)
             one = body(linear_program(loss, N_FEATURES, 8, BATCH, l2=True))
             if sparse:
-                # Eleven more: the gathers and layouts, the scale a of W = aV.
-                assert len(body(outputs)) == len(one) + 11
+                # Twelve more: the gathers and layouts, the int64 cast of ScatterND's
+                # indices, the scale a of W = aV.
+                assert len(body(outputs)) == len(one) + 12
                 assert body(outputs).count("ScatterND") == 1
                 assert "Compress" not in body(outputs)
             else:

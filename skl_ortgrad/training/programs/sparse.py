@@ -37,14 +37,14 @@ class SparseLinearProgram(LinearProgram):
     r"""The linear program on sparse rows (:func:`linear_program` with ``sparse=True``).
 
     It reads rows by index as the dense program, from the stored values laid out one row
-    a row, ``[n, w]`` (:attr:`stored`: the columns, int64, and the values of row
+    a row, ``[n, w]`` (:attr:`stored`: the columns, int32, and the values of row
     :math:`i` in row :math:`i`, padded with column 0 and value 0 to :math:`w` values,
     the most a row stores), fed whole (:meth:`feeds`): the per-row inputs are the
     dense program's. Its per-row tensors are ``[b, K]`` a step, :math:`K = 1` included
     (``[b, 1]``, the scores a sum along each row's values).
     """
 
-    #: The stored values, one row a row: columns (int64) and values.
+    #: The stored values, one row a row: columns (int32) and values.
     stored = ("stored_columns", "stored_values")
     #: No features input: the stored values are fed instead.
     features = ""
@@ -66,7 +66,7 @@ class SparseLinearProgram(LinearProgram):
         count: int,
     ) -> dict[str, np.ndarray]:
         """The inputs of the call running batches ``first .. first + count - 1``: the
-        stored ``columns`` (int64) and ``values`` (the program's dtype), ``[n, w]``, row
+        stored ``columns`` (int32) and ``values`` (the program's dtype), ``[n, w]``, row
         :math:`i` the values of the row ``rows`` index :math:`i` with, the epoch's
         ``per_row`` arrays and ``table``, the ``weights``."""
         return {**dict(zip(self.stored, (columns, values), strict=True)),
@@ -175,8 +175,10 @@ def sparse_linear_program(
         steps_at = emit("Mul", [values, emit("Reshape", [negated_u, "step_layout"],
                                              "residual_by_row")], "coef_steps")
         constants["index_layout"] = np.array([b, -1, 1], dtype=np.int64)
-        new_coef = emit("ScatterND", [start, emit("Reshape", [columns, "index_layout"],
-                                                  "column_indices"), steps_at],
+        # ScatterND's indices are int64.
+        indices = emit("Cast", [emit("Reshape", [columns, "index_layout"], "column_indices")],
+                       "column_indices_int64", to=TensorProto.INT64)
+        new_coef = emit("ScatterND", [start, indices, steps_at],
                         "coef_stepped", reduction="add")
     else:
         if loss == "hinge":
@@ -208,7 +210,7 @@ def sparse_linear_program(
         ir_version=IR_VERSION, extra=extra,
     )
     # Read by every step as they are (outer inputs of the Scan's body).
-    dataset = [value_info(stored_columns, TensorProto.INT64, [None, "width"]),
+    dataset = [value_info(stored_columns, TensorProto.INT32, [None, "width"]),
                value_info(stored_values, elem, [None, "width"])]
     if scaled:
         graph = scan(template, ["scaled_coef", p.new_weights[1], "final_scale"],
