@@ -10,11 +10,13 @@ buffers another way, such as the training program, never pays for them: about 12
 batch, 39 ms for 100k rows at batch 32). Shuffling quality is that of a full permutation
 per epoch.
 
-Sparse ``X`` is never densified whole. The training program reads the stored values of
-its batches by position in the matrix served, from where each row of the epoch's order
-starts and how many values it stores (:attr:`MiniBatchLoader.row_spans`, a pass over the
-rows only), in the arrays of the matrix (:meth:`MiniBatchLoader.padded_stored`, cast once
-per matrix served). The per-batch path lays the stored values out in batch order once per epoch
+Sparse ``X`` is never densified whole. The training program reads its rows by index
+from the stored values laid out one row a row once per matrix served
+(:meth:`MiniBatchLoader.stored_rows`); where that layout would be mostly padding, each
+call lays out its rows from the matrix's arrays (:meth:`MiniBatchLoader.padded_stored`)
+by where each row of the epoch's order starts there and how many values it stores
+(:attr:`MiniBatchLoader.row_spans`, a pass over the rows only). The per-batch path lays
+the stored values out in batch order once per epoch
 (:func:`_csr_rows`, one pass over them, when first asked for), then each batch's rows are
 written into a reused dense buffer by one scatter, after zeroing the values the batch
 before wrote there. scipy's row indexing and ``toarray`` per batch were most of a sparse epoch: per
