@@ -470,6 +470,25 @@ def test_sparse_stored_values_laid_out_by_row(monkeypatch, chunks):
     _assert_same(*states, rtol=1e-6)
 
 
+def test_sparse_program_reads_the_matrix_of_each_call(monkeypatch, chunks):
+    """partial_fit on one sparse matrix, then on another of the same shape (the loader
+    refilled: the row layout of the second, made anew): as on the same rows dense."""
+    monkeypatch.setattr(batches, "STORED_ROWS_PADDING", 10)  # the row layout
+    other = _sparse(X[::-1] * 0.5)
+
+    def train(first, second):
+        model = OnnxSGDRegressor(random_state=0)
+        return model.partial_fit(first, Y["regression"]).partial_fit(
+            second, Y["regression"][::-1])
+
+    model = train(X_SPARSE, other)
+    assert type(transient(model.optimizer_).programs.binding) is SparseLinearProgramRun
+    assert len(chunks) == 2 * 4
+    assert transient(model.optimizer_).loader[1].stored_rows(np.float32) is not None
+    _assert_same(_state(model), _state(train(X_SPARSE.toarray(), other.toarray())),
+                 rtol=1e-5)
+
+
 def test_sparse_data_out_of_the_linear_program_runs_per_batch(chunks, programs):
     """Sparse X with a loss the linear program does not write (Huber) or an MLP: the
     per-batch path, on dense batches."""
