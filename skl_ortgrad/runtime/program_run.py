@@ -302,24 +302,30 @@ class LinearProgramRun(ProgramRun):
 class SparseLinearProgramRun(LinearProgramRun):
     r"""The sparse linear program
     (:class:`~skl_ortgrad.training.programs.SparseLinearProgram`) over a loader of sparse
-    features: the per-row inputs as :class:`LinearProgramRun`'s, and per call the stored
-    values of its batches (:attr:`MiniBatchLoader.sparse_rows`), laid out
-    ``[count, width, b]`` with ``width`` the most values any of its rows stores. Their
-    shapes change from call to call, so the feeds of a call are built for it.
+    features: the per-row inputs as :class:`LinearProgramRun`'s, the program reading its
+    rows by index from the stored values laid out one row a row, once per matrix served
+    (:meth:`MiniBatchLoader.stored_rows`). Where that layout would be mostly padding (a
+    few long rows), each call lays out its own batches' rows instead, as wide as its
+    longest row, and reads them in order.
     """
 
     def __init__(self, program: Any, session: InferenceSession,
                  loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:
-        # Padding rows store no value (_stored).
         self._start_rows(program, session, loader, weights)
         self._loader = loader
+        # A call's rows in its own layout: calls start at multiples of program.steps.
+        self._call_rows = np.arange(self._epoch_rows) % (program.steps * program.batch_rows)
 
     def fits(self, loader: MiniBatchLoader) -> bool:
         return loader is self._loader
 
     def _vectors(self, first: int, count: int) -> tuple[OrtValueVector, OrtValueVector]:
-        feeds = self.program.feeds(*self._stored(first, count), self.per_row, self.table,
-                                   self.weights, first, count)
+        stored = self._loader.stored_rows(self.program.dtype)
+        per_row = self.per_row
+        if stored is None:
+            stored = self._stored(first, count)
+            per_row = {**per_row, "rows": self._call_rows}
+        feeds = self.program.feeds(*stored, per_row, self.table, self.weights, first, count)
         fetches = self.program.fetches(self._values, self.new_weights, first, count,
                                        self._norms)
         # OrtValues borrow the arrays' memory: they live until the next call.
@@ -328,28 +334,24 @@ class SparseLinearProgramRun(LinearProgramRun):
                 self._vector([fetches[name] for name in self._outputs]))
 
     def _stored(self, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
-        r"""Columns and values of batches ``first .. first + count - 1``, ``[count, width,
-        b]``: row ``i`` of step ``j`` down ``[j, :, i]``, zeros after its last value.
+        r"""Columns and values of the rows of batches ``first .. first + count - 1``,
+        ``[count * b, w]``: row after row, zeros after each one's last value, :math:`w`
+        the most values one of them stores.
 
-        Gathered from the matrix served (:attr:`MiniBatchLoader.padded_stored`) at the
-        positions :math:`p_{jri} = o_{ji} + r` for :math:`r < \ell_{ji}`, the padding
-        position otherwise (:attr:`MiniBatchLoader.row_spans` give the start :math:`o`
-        and length :math:`\ell` of every row): no permuted copy of the stored values,
-        no scatter (20k rows of 100 stored values, an epoch's layouts: 43 -> 17 ms).
+        Gathered from the matrix served (:meth:`MiniBatchLoader.padded_stored`) at the
+        positions :math:`p_{ir} = o_i + r` for :math:`r < \ell_i`, the padding
+        position 0 otherwise (:attr:`MiniBatchLoader.row_spans` give the start :math:`o`
+        and length :math:`\ell` of every row): no permuted copy of the stored values.
         """
         b = self.program.batch_rows
         row_starts, lengths = self._loader.row_spans
-        columns, values = self._loader.padded_stored
+        columns, values = self._loader.padded_stored(self.program.dtype)
         start, stop = first * b, min((first + count) * b, self._loader.n_rows)
         # Rows past the last one (a short last call) store nothing.
-        origin = np.zeros(count * b, dtype=np.int64)
-        length = np.zeros(count * b, dtype=np.int64)
-        origin[:stop - start] = row_starts[start:stop]
-        length[:stop - start] = lengths[start:stop]
-        width = max(1, int(length.max()))
-        rank = np.arange(width, dtype=np.int64).reshape(1, width, 1)
-        shape = (count, 1, b)
-        positions = np.where(rank < length.reshape(shape), origin.reshape(shape) + rank,
-                             len(columns) - 1)
-        return (columns.take(positions),
-                values.take(positions).astype(self.program.dtype, copy=False))
+        origin = np.zeros((count * b, 1), dtype=np.int64)
+        length = np.zeros((count * b, 1), dtype=np.int64)
+        origin[:stop - start, 0] = row_starts[start:stop]
+        length[:stop - start, 0] = lengths[start:stop]
+        rank = np.arange(max(1, int(length.max())), dtype=np.int64)
+        positions = np.where(rank < length, origin + rank, 0)
+        return columns.take(positions), values.take(positions)

@@ -287,7 +287,7 @@ class ProgramCache:
         :func:`linear_steps`, up to ``linear_steps_most``; its sparse form for ``sparse``
         features) updating with ``update`` and its session (the step's options); None
         for a gradient graph the program cannot hold (control flow), and for sparse
-        features out of the linear program's reach.
+        features out of the linear program's reach (or of its int32 columns).
 
         The hand-written linear step (:func:`~skl_ortgrad.training.programs.
         linear_program`, 6 to 11 nodes instead of the gradient graph's 30-odd; equal to
@@ -298,7 +298,8 @@ class ProgramCache:
         # The linear program writes plain SGD's update itself.
         lean = (lean_loss(setup, state, penalized, l1 or l2 or cumulative)
                 if type(update).stepper is LearningRateSGD.stepper else None)
-        if sparse and lean is None:
+        # The sparse program's columns are int32.
+        if sparse and (lean is None or state.weights[0].shape[0] > np.iinfo(np.int32).max):
             return None
         try:
             if lean is not None:

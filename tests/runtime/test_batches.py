@@ -105,6 +105,35 @@ def test_sparse_batches_are_what_toarray_gives(shuffle):
     assert X.indices[:3].tolist() == [6, 2, 2]
 
 
+@pytest.mark.parametrize("layout", ["equal rows", "padded", "long row"])
+def test_sparse_stored_rows_one_row_a_row(layout):
+    """The training program's layout of the stored values: row i's columns and values in
+    row i (zeros after, as wide as the longest row), in the program's dtype, made once;
+    None where it would be mostly padding (one long row)."""
+    rng = np.random.default_rng(0)
+    dense = np.where(rng.random((40, 30)) < 0.2, rng.standard_normal((40, 30)), 0.0)
+    if layout == "equal rows":
+        dense[:, :4] = 1.0 + rng.random((40, 4))
+        dense[:, 4:] = 0.0
+    elif layout == "long row":
+        dense[7] = 1.0
+    X = sp.csr_matrix(dense)
+    loader = MiniBatchLoader([X, np.zeros((40, 1))], 8, True, np.random.RandomState(0),
+                             CPU, list)
+    stored = loader.stored_rows(np.float32)
+    if layout == "long row":
+        assert stored is None
+        return
+    columns, values = stored
+    assert columns.dtype == np.int32 and values.dtype == np.float32
+    assert columns.shape == values.shape == (40, np.diff(X.indptr).max())
+    densified = np.zeros((40, 30), dtype=np.float32)
+    for i in range(40):
+        np.add.at(densified[i], columns[i], values[i])
+    np.testing.assert_array_equal(densified, dense.astype(np.float32))
+    assert loader.stored_rows(np.float32) is stored
+
+
 def test_output_gradient_is_inverse_batch_weight():
     X = np.arange(10, dtype=np.float32).reshape((-1, 1))
     w = np.array([1, 2, 0, 0, 3, 1, 1, 1, 1, 1], dtype=np.float32)

@@ -35,6 +35,7 @@ from skl_ortgrad import (
     SquareLearningLoss,
 )
 from skl_ortgrad.optim.scaled import ScaledLearningRate
+from skl_ortgrad.runtime import batches
 from skl_ortgrad.runtime.program_run import (
     LinearProgramRun,
     ProgramRun,
@@ -493,24 +494,56 @@ def test_sparse_linear_models_train_in_the_sparse_program(monkeypatch, chunks, p
         _assert_same(_state(model), _state(_per_batch(monkeypatch, train)), rtol=rtol)
 
 
-def test_sparse_stored_values_laid_out_per_call(chunks):
-    """What a call reads: the stored values of row i of its step j down ``[j, :, i]``,
-    zeros after, as wide as its longest row; densified, the rows of the epoch's order."""
-    model = OnnxSGDRegressor(max_iter=1, tol=None, random_state=0).fit(X_SPARSE,
-                                                                       Y["regression"])
-    binding = transient(model.optimizer_).programs.binding
-    order = transient(model.optimizer_).loader[1].order
-    dense = X_SPARSE.toarray()
-    for first, count in binding.chunks:
-        columns, values = binding._stored(first, count)
-        rows = np.zeros((count * BATCHES, N_FEATURES), dtype=np.float32)
-        for j, i in np.ndindex(count, BATCHES):
-            np.add.at(rows[j * BATCHES + i], columns[j, :, i], values[j, :, i])
-        taken = order[first * BATCHES:(first + count) * BATCHES]
-        np.testing.assert_array_equal(rows[:len(taken)], dense[taken])
-        assert not rows[len(taken):].any()
-        lengths = np.diff(X_SPARSE.indptr)[taken]
-        assert columns.shape[1] == max(1, lengths.max())
+def test_sparse_stored_values_laid_out_by_row(monkeypatch, chunks):
+    """What a call reads: the stored values of the rows it indexes, zeros after, laid out
+    one row a row, once per matrix (as wide as its longest row), or per call where that
+    would be mostly padding (as wide as the call's longest row, its rows in order);
+    densified, the rows of the epoch's order. Both layouts train alike, to rounding (the
+    sums along rows of another width group their terms otherwise)."""
+    states = []
+    for padding in (10, 0):
+        monkeypatch.setattr(batches, "STORED_ROWS_PADDING", padding)
+        model = OnnxSGDRegressor(max_iter=2, tol=None, random_state=0).fit(
+            X_SPARSE, Y["regression"])
+        states.append(_state(model))
+        binding = transient(model.optimizer_).programs.binding
+        order = transient(model.optimizer_).loader[1].order
+        lengths = np.diff(X_SPARSE.indptr)
+        for first, count in binding.chunks:
+            binding._vectors(first, count)
+            feeds = binding._call_arrays[0]
+            rows = feeds["rows"].ravel()
+            columns, values = feeds["stored_columns"][rows], feeds["stored_values"][rows]
+            densified = np.zeros((count * BATCHES, N_FEATURES), dtype=np.float32)
+            for i in range(count * BATCHES):
+                np.add.at(densified[i], columns[i], values[i])
+            taken = order[first * BATCHES:(first + count) * BATCHES]
+            np.testing.assert_array_equal(densified[:len(taken)], X_SPARSE[taken].toarray())
+            widest = lengths[taken] if padding == 0 else lengths
+            assert feeds["stored_columns"].shape[1] == max(1, widest.max())
+            if padding == 0:
+                # The padding rows of a short last call store nothing.
+                assert not densified[len(taken):].any()
+    _assert_same(*states, rtol=1e-6)
+
+
+def test_sparse_program_reads_the_matrix_of_each_call(monkeypatch, chunks):
+    """partial_fit on one sparse matrix, then on another of the same shape (the loader
+    refilled: the row layout of the second, made anew): as on the same rows dense."""
+    monkeypatch.setattr(batches, "STORED_ROWS_PADDING", 10)  # the row layout
+    other = _sparse(X[::-1] * 0.5)
+
+    def train(first, second):
+        model = OnnxSGDRegressor(random_state=0)
+        return model.partial_fit(first, Y["regression"]).partial_fit(
+            second, Y["regression"][::-1])
+
+    model = train(X_SPARSE, other)
+    assert type(transient(model.optimizer_).programs.binding) is SparseLinearProgramRun
+    assert len(chunks) == 2 * 4
+    assert transient(model.optimizer_).loader[1].stored_rows(np.float32) is not None
+    _assert_same(_state(model), _state(train(X_SPARSE.toarray(), other.toarray())),
+                 rtol=1e-5)
 
 
 def test_sparse_data_out_of_the_linear_program_runs_per_batch(chunks, programs):

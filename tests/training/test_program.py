@@ -214,18 +214,16 @@ def _run_program(program: StepProgram, loss: str, dtype: type, l1: float, l2: fl
     return weights, losses
 
 
-def _stored_layout(X: np.ndarray, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """The sparse program's layout of batches ``first .. first + count - 1`` of ORDER:
-    row i of step j's non-zero values down ``[j, :, i]``, one zero-padded slot more than
-    the longest row needs."""
-    rows = ORDER[first * BATCH:(first + count) * BATCH].reshape(count, BATCH)
+def _stored_layout(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sparse program's layout of X: row i's non-zero values in row i, one
+    zero-padded slot more than the longest row needs."""
     width = int((X != 0).sum(axis=1).max()) + 1
-    columns = np.zeros((count, width, BATCH), dtype=np.int64)
-    values = np.zeros((count, width, BATCH), dtype=X.dtype)
-    for (j, i), row in np.ndenumerate(rows):
-        stored = np.flatnonzero(X[row])
-        columns[j, :len(stored), i] = stored[::-1]  # any order
-        values[j, :len(stored), i] = X[row, stored[::-1]]
+    columns = np.zeros((len(X), width), dtype=np.int32)
+    values = np.zeros((len(X), width), dtype=X.dtype)
+    for i, row in enumerate(X):
+        stored = np.flatnonzero(row)[::-1]  # any order
+        columns[i, :len(stored)] = stored
+        values[i, :len(stored)] = row[stored]
     return columns, values
 
 
@@ -256,8 +254,8 @@ def _run_linear(program: LinearProgram, loss: str, dtype: type, l1: float, l2: f
     for first in range(0, N_BATCHES, program.steps):
         count = min(program.steps, N_BATCHES - first)
         if isinstance(program, SparseLinearProgram):
-            feeds = program.feeds(*_stored_layout(data["X"], first, count), per_row, table,
-                                  weights, first, count)
+            feeds = program.feeds(*_stored_layout(data["X"]), per_row, table, weights,
+                                  first, count)
         else:
             feeds = program.feeds(data["X"], per_row, table, weights, first, count)
         new = [np.empty_like(w) for w in weights]
@@ -523,17 +521,52 @@ def test_hinge_mask_is_exact_at_the_threshold(threshold, dtype):
         assert new[1][0] == -np.count_nonzero(batch <= t), batch
 
 
+@pytest.mark.parametrize("loss", ["squared_error", "hinge"])
+def test_sparse_program_adds_the_steps_of_a_column_several_rows_store(loss):
+    """One step of the sparse program on a batch whose rows all store column 1 (and whose
+    padding slots all read column 0): the scatter adds every row's step at the column
+    (``ScatterElements`` with ``reduction="add"``), as numpy's :math:`W - u X_B`; for the
+    hinge loss, one row past the margin steps by 0."""
+    X = np.zeros((BATCH, N_FEATURES))
+    X[:, 1] = np.arange(1.0, BATCH + 1)
+    X[0, 3], X[2, 4] = -0.5, 2.0
+    y = np.array([0.0, 1.0, 1.0, 0.0])
+    w, b, c = np.array([0.1, 0.2, -0.3, 0.4, 0.5]), 0.25, np.full(BATCH, 0.05)
+    s = X @ w + b
+    if loss == "hinge":
+        target = 2 * y - 1
+        step_weight = -target * c
+        u = step_weight * (target * s <= 1.0)
+        assert (target * s > 1.0).sum() == 1  # one row steps by 0
+    else:
+        target, step_weight = y, c
+        u = (s - y) * step_weight
+    program = linear_program(loss, N_FEATURES, 1, BATCH, dtype=np.float64, sparse=True)
+    per_row = {"rows": np.arange(BATCH), "target": target, "step_weight": step_weight}
+    table = program.scalar_table(np.ones(1), np.ones(1))
+    weights = [w.reshape(-1, 1).copy(), np.array([b])]
+    feeds = program.feeds(*_stored_layout(X), per_row, table, weights, 0, 1)
+    new = [np.empty_like(weight) for weight in weights]
+    fetches = program.fetches(np.empty(BATCH), new, 0, 1)
+    names = list(fetches)
+    for name, value in zip(names, _session(program.model).run(names, feeds), strict=True):
+        fetches[name][...] = value
+    np.testing.assert_allclose(new[0][:, 0], w - u @ X, rtol=1e-12)
+    np.testing.assert_allclose(new[1], [b - u.sum()], rtol=1e-12)
+
+
 def test_program_graphs():
     """Standard operators only, one Scan node, and the node counts the design promises
     (per step: squared error 6, log loss 7, hinge 7 in float32, its mask one HardSigmoid,
-    8 in float64 and for the perceptron; the sparse form four more, three with several
-    outputs; L2 one more, L1 two more)."""
+    8 in float64 and for the perceptron; the sparse form nine more, nine with several
+    outputs, and six more for the hinge loss's choice of the rows that step; L2 one
+    more, L1 two more)."""
     def body(program):
         return [node.op_type for node in program.model.graph.node[0].attribute[0].g.node]
 
     for sparse in (False, True):
         for loss, count in (("squared_error", 6), ("log", 7), ("hinge", 7)):
-            count += 4 * sparse
+            count += (9 + 6 * (loss == "hinge")) * sparse
             program = linear_program(loss, N_FEATURES, 8, BATCH, sparse=sparse)
             onnx.checker.check_model(program.model, full_check=True)
             assert {op.domain for op in program.model.opset_import} == {""}
@@ -547,27 +580,31 @@ def test_program_graphs():
                      linear_program("hinge", N_FEATURES, 8, BATCH, threshold=0.0)):
         assert len(body(compared)) == 8
         assert "LessOrEqual" in body(compared) and "HardSigmoid" not in body(compared)
-    # Several outputs: the same nodes, in either form, but the sparse form's gather of
-    # the weights (one Gather of their rows; GatherElements of flat columns, laid out by
-    # a Reshape, with one output).
+    # Several outputs: the same nodes densely; the sparse form gathers W's rows (Gather)
+    # and scatters them (ScatterND) instead of its flat values, every row.
     for loss in ("log", "hinge"):
         for sparse in (False, True):
             outputs = linear_program(loss, N_FEATURES, 8, BATCH, l2=True, n_outputs=3,
                                      sparse=sparse)
             onnx.checker.check_model(outputs.model, full_check=True)
-            one = body(linear_program(loss, N_FEATURES, 8, BATCH, l2=True, sparse=sparse))
+            one = body(linear_program(loss, N_FEATURES, 8, BATCH, l2=True))
             if sparse:
-                assert one[:2] == ["GatherElements", "Reshape"]
-                one[:2] = ["Gather"]
-            assert body(outputs) == one
+                # Twelve more: the gathers and layouts, the int64 cast of ScatterND's
+                # indices, the scale a of W = aV.
+                assert len(body(outputs)) == len(one) + 12
+                assert body(outputs).count("ScatterND") == 1
+                assert "Compress" not in body(outputs)
+            else:
+                assert body(outputs) == one
             assert outputs.weight_shapes == [(N_FEATURES, 3), (1, 3)]
     sparse_body = body(linear_program("hinge", N_FEATURES, 8, BATCH, sparse=True))
-    assert sparse_body.count("Gemm") == 1 and sparse_body.count("ScatterND") == 1
+    assert sparse_body.count("Gemm") == 1 and sparse_body.count("ScatterElements") == 1
+    assert sparse_body.count("Compress") == 3
     # Sparse with L2 alone: W = a V, the decay on the scale a (two scalar nodes and a
     # division by it; no Mul of the whole of W per step), a V once after the steps.
     scaled = linear_program("squared_error", N_FEATURES, 8, BATCH, l2=True, sparse=True)
     onnx.checker.check_model(scaled.model, full_check=True)
-    assert len(body(scaled)) == 9 + 4 and "Div" in body(scaled)
+    assert len(body(scaled)) == 15 + 3 and "Div" in body(scaled)
     assert [node.op_type for node in scaled.model.graph.node] == ["Scan", "Mul"]
     assert "scale" in {i.name for i in scaled.model.graph.initializer}
     assert [i.name for i in scaled.model.graph.input][:2] == ["coef", "intercept"]

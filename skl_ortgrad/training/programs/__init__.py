@@ -70,11 +70,13 @@ over the shared :mod:`~skl_ortgrad.training.programs.steps` and
   numpy (the copy was a quarter of an epoch). Rather than its loss, each step outputs one
   value per row, from which numpy computes the batch losses (:meth:`LinearProgram.losses`);
   a batch shorter than the others (the end of an epoch) is padded with rows of step weight
-  0. Its sparse form (:class:`SparseLinearProgram`) reads each batch's stored values
-  instead of rows: per step, their columns and values laid out ``[width, b]`` (each row's
-  values down its column, padded with zeros), :math:`W` flat, the scores a ``Gather`` of
-  :math:`W` at the columns, a product and a sum, the update a ``ScatterND`` that adds
-  each value's step at its column: its work follows the stored values, not the columns.
+  0. Its sparse form (:class:`SparseLinearProgram`) reads its rows by index from the
+  stored values instead, laid out one row a row (``[n, w]`` columns and values, each
+  row's padded with zeros): per step ``[b, w]`` of them, :math:`W` flat, the scores a
+  ``GatherElements`` of :math:`W` at the columns, a product and a sum along each row, the
+  update a ``ScatterElements`` that adds each value's step at its column (for the hinge
+  loss, of the rows inside the margin only): its work follows the stored values, not the
+  columns.
 
 Graphs only: nothing here creates an onnxruntime session or an OrtValue; the runtime
 binds the feeds (:mod:`skl_ortgrad.runtime.program_run`).

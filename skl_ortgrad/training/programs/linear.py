@@ -227,11 +227,11 @@ def residual_nodes(step: StepGraph, loss: str, score: str, threshold: float,
     return values, emit("Mul", [mask, step_weight], "scaled_residual")
 
 
-def intercept_update(step: StepGraph, u: str, n_outputs: int) -> str:
-    r""":math:`b \leftarrow b - u 1` (or :math:`b - 1^\top U` for :math:`K` outputs), one
-    ``Gemm`` with the ``ones`` constant."""
+def intercept_update(step: StepGraph, u: str, by_rows: bool) -> str:
+    r""":math:`b \leftarrow b - u 1` (:math:`u` ``[1, b]``), or :math:`b - 1^\top U`
+    (``by_rows``: :math:`U` ``[b, K]``), one ``Gemm`` with the ``ones`` constant."""
     intercept = LinearProgram.weights[1]
-    if n_outputs > 1:
+    if by_rows:
         return step.node("Gemm", ["ones", u, intercept], "intercept_stepped", alpha=-1.0)
     return step.node("Gemm", [u, "ones", intercept], "intercept_stepped", alpha=-1.0)
 
@@ -239,9 +239,9 @@ def intercept_update(step: StepGraph, u: str, n_outputs: int) -> str:
 #: The names of the inputs, outputs and constants of both forms, so that no node output
 #: takes one.
 RESERVED = {"X", "coef", "intercept", "new_coef", "new_intercept", "coef_applied",
-            "new_coef_applied", "rows", "target",
-            "step_weight", "columns", "column_indices", "stored", "negated_stored", "values",
-            "ones", "margin_threshold", "first_axis", "scale", "scaled_coef", "final_scale"}
+            "new_coef_applied", "rows", "target", "step_weight", "stored_columns",
+            "stored_values", "values", "ones", "margin_threshold", "row_axis", "scale",
+            "scaled_coef", "final_scale"}
 
 
 def dense_linear_program(
@@ -331,7 +331,7 @@ def dense_linear_program(
     else:
         # C - A B (alpha=-1): u X_B for W.
         new_coef = emit("Gemm", [u, batch, start], "coef_stepped", alpha=-1.0)
-    new_intercept = intercept_update(step, u, outputs)
+    new_intercept = intercept_update(step, u, outputs > 1)
     coef_shape = [n_features, outputs] if outputs > 1 else [1, n_features]
     weights, new_weights = p.weights, p.new_weights
     if cumulative:

@@ -36,17 +36,17 @@ from skl_ortgrad.training.programs.steps import (
 class SparseLinearProgram(LinearProgram):
     r"""The linear program on sparse rows (:func:`linear_program` with ``sparse=True``).
 
-    Per call, the caller lays out the stored values of the call's batches (columns and
-    values ``[count, width, b]``, :meth:`feeds`; with one output the columns the weights
-    are gathered at go flat, ``[count, width * b]``); the per-row inputs are the target and
-    the step weights, as :class:`LinearProgram`'s, without ``rows``.
+    It reads rows by index as the dense program, from the stored values laid out one row
+    a row, ``[n, w]`` (:attr:`stored`: the columns, int32, and the values of row
+    :math:`i` in row :math:`i`, padded with column 0 and value 0 to :math:`w` values,
+    the most a row stores), fed whole (:meth:`feeds`): the per-row inputs are the
+    dense program's. Its per-row tensors are ``[b, K]`` a step, :math:`K = 1` included
+    (``[b, 1]``, the scores a sum along each row's values).
     """
 
-    per_row = ("target", "step_weight")
-    #: Per step ``[width, b]``: the columns (also as ``[width, b, 1]``, ``ScatterND``'s
-    #: indices), the values and their negatives (the update adds).
-    stored = ("columns", "column_indices", "stored", "negated_stored")
-    #: No features input: the stored values are fed per call.
+    #: The stored values, one row a row: columns (int32) and values.
+    stored = ("stored_columns", "stored_values")
+    #: No features input: the stored values are fed instead.
     features = ""
 
     @property
@@ -57,22 +57,19 @@ class SparseLinearProgram(LinearProgram):
             return super().weight_shapes
         return [(self.n_features,), (1, 1)]
 
+    def _step_shape(self, count: int) -> tuple[int, ...]:
+        return (count, self.batch_rows, self.n_outputs)
+
     def feeds(  # type: ignore[override]
         self, columns: np.ndarray, values: np.ndarray, per_row: dict[str, np.ndarray],
         table: dict[str, np.ndarray], weights: Sequence[np.ndarray], first: int,
         count: int,
     ) -> dict[str, np.ndarray]:
-        """The inputs of the call running batches ``first .. first + count - 1``:
-        ``columns`` (int64) and ``values`` of shape ``[count, width, b]`` (the stored
-        values of row ``i`` of step ``j`` down ``[j, :, i]``, padded with column 0 and
-        value 0), the epoch's ``per_row`` arrays and ``table``, the ``weights``."""
-        if self.n_outputs > 1:
-            values = values[..., None]  # against the [b, K] scores of each step
-            flat = columns
-        else:
-            flat = columns.reshape(count, -1)  # what GatherElements reads, a view
-        return {**dict(zip(self.stored, (flat, columns[..., None], values, -values),
-                           strict=True)),
+        """The inputs of the call running batches ``first .. first + count - 1``: the
+        stored ``columns`` (int32) and ``values`` (the program's dtype), ``[n, w]``, row
+        :math:`i` the values of the row ``rows`` index :math:`i` with, the epoch's
+        ``per_row`` arrays and ``table``, the ``weights``."""
+        return {**dict(zip(self.stored, (columns, values), strict=True)),
                 **self._step_feeds(per_row, table, weights, first, count)}
 
 
@@ -103,97 +100,124 @@ def sparse_linear_program(
     r"""The sparse form of :func:`~skl_ortgrad.training.programs.linear.dense_linear_program`
     (same arguments, same per-loss residual :math:`u`).
 
-    The batch is its stored values, columns
-    :math:`J` and values :math:`V` of shape ``[width, b]`` (zeros where a row has fewer),
-    :math:`W` flat; :math:`s = 1^\top (W_J \odot V) + b` (``Gather``, ``Mul``,
-    ``ReduceSum``, ``Add``) and :math:`W \leftarrow D_W + \mathrm{scatter\_add}_J(-V
-    \odot u)` (``Mul``, ``ScatterND``): three nodes more (four with one output, whose
-    gather is a ``GatherElements`` of the columns fed flat and a ``Reshape``), and work in
-    the stored values.
+    The batch is its rows' stored values, ``Gather``-ed by row from the ``[n, w]``
+    layout (:class:`SparseLinearProgram`): columns :math:`J` and values :math:`V` of
+    shape ``[b, w]`` (zeros where a row has fewer), :math:`W` flat;
+    :math:`s = (W_J \odot V) 1 + b` (``GatherElements`` of the flat columns, ``Mul``,
+    ``ReduceSum`` along the rows, ``Add``; ``[b, 1]``) and :math:`W \leftarrow D_W +
+    \mathrm{scatter\_add}_J(V \odot (-u))` (``Neg`` of the ``[b, 1]`` residual, ``Mul``,
+    ``ScatterElements`` with ``reduction="add"``, which adds every value of a column
+    present several times): work in the stored values, none in the width but the
+    weights' copy from one step to the next. Measured per value (onnxruntime 1.19, one
+    thread): ``GatherElements`` 0.6 ns, ``Gather`` of single values 7.5 ns (hence the
+    flat gather), ``ScatterElements`` 3.0 ns, ``ScatterND`` 3.5 ns; a row ``Gather``
+    copies whole rows.
     With the L2 decay alone, :math:`W = aV`: the decay multiplies the scalar :math:`a`
     and the update of :math:`V` is divided by it, so no step multiplies all of
     :math:`W` (at 500k columns, 291 -> 154 µs per step, measured); :math:`aV` is
     formed once after the call's steps.
 
-
-    With :math:`K` outputs, :math:`W` ``[d, K]`` gathers ``[width, b, K]`` rows, the values
-    are fed ``[width, b, 1]`` and the steps scattered ``[width, b, K]``.
+    With :math:`K` outputs, :math:`W` ``[d, K]`` gathers ``[b, w, K]`` rows, the values
+    are laid out ``[b, w, 1]`` and the steps scattered (``ScatterND``) ``[b, w, K]``.
     """
     outputs = check_linear(loss, steps, n_outputs)
     p = SparseLinearProgram
     elem, b = onnx_dtype(dtype), int(batch_rows)
-    row_shape = [b, outputs] if outputs > 1 else [1, b]
+    row_shape = [b, outputs]
     step = StepGraph(set(RESERVED), dtype)
     emit = step.node
     coef, intercept = p.weights
-    target, step_weight = p.per_row
+    rows, target, step_weight = p.per_row
+    stored_columns, stored_values = p.stored
     constants: dict[str, np.ndarray] = {
-        "ones": np.ones((1, b) if outputs > 1 else (b, 1), dtype=dtype)}
+        "ones": np.ones((1, b), dtype=dtype), "row_axis": np.ones(1, dtype=np.int64),
+        "flat_layout": np.array([-1], dtype=np.int64),
+        "stored_layout": np.array([b, -1, 1] if outputs > 1 else [b, -1], dtype=np.int64)}
     # With the L2 decay alone: W = a V, the decay multiplies the scalar a, so no step
     # writes all of W twice (the decay, then the update).
     scaled = l2 and not l1
-    columns, column_indices, stored, negated = p.stored
-    constants["first_axis"] = np.zeros(1, dtype=np.int64)
-    # With K outputs, W [d, K] gathers [width, b, K] and the values come as [width, b, 1]:
-    # the sum over the stored values is the [b, K] scores. With one, W [d] gathers the
-    # columns fed flat, [width * b]: GatherElements, 2 us for 3,200 values where Gather
-    # takes 8.5 (copies of one value each), then laid out [width, b].
+    columns = emit("Gather", [stored_columns, rows], "columns", axis=0)
+    values = emit("Gather", [stored_values, rows], "values_of_rows", axis=0)
     if outputs > 1:
+        # W [d, K] gathers [b, w, K] rows; the values [b, w, 1].
+        values = emit("Reshape", [values, "stored_layout"], "values_laid_out")
         at_columns = emit("Gather", [coef, columns], "coef_at_columns")
     else:
-        constants["stored_layout"] = np.array([-1, b], dtype=np.int64)
-        at_columns = emit("Reshape", [emit("GatherElements", [coef, columns], "coef_at_flat"),
-                                      "stored_layout"], "coef_at_columns")
-    products = emit("Mul", [at_columns, stored], "products")
-    dots = emit("ReduceSum", [products, "first_axis"], "dots",
+        flat_columns = emit("Reshape", [columns, "flat_layout"], "flat_columns")
+        at_columns = emit("Reshape", [emit("GatherElements", [coef, flat_columns],
+                                           "coef_at_flat"), "stored_layout"],
+                          "coef_at_columns")
+    products = emit("Mul", [at_columns, values], "products")
+    dots = emit("ReduceSum", [products, "row_axis"], "dots",
                 keepdims=0 if outputs > 1 else 1)
     if scaled:
         dots = emit("Mul", [dots, SCALE], "scaled_dots")
     s = emit("Add", [dots, intercept], "score")
-    values_shape = ["width", b, 1] if outputs > 1 else ["width", b]
     extra = step_norms(step, [coef], l1, l2) if norms else []
     if norms and scaled:
         # W = a V: the norms are V's; a is the state the step starts from (as a scalar,
         # as the norms).
         extra.append((SCALES, emit("ReduceSum", [SCALE], "scale_at_start", keepdims=0),
                       ()))
-    values, u = residual_nodes(step, loss, s, threshold, dtype, row_shape, constants)
+    row_values, u = residual_nodes(step, loss, s, threshold, dtype, row_shape, constants)
     if scaled:
         # a' = a d, then V' = V - u X_B / a': a' V' is the decayed W minus the step.
         new_scale = emit("Mul", [SCALE, step.scalar("decay", 1)], "scale_decayed")
-        u_of_v = emit("Div", [u, new_scale], "residual_of_v")
+        negated_u = emit("Div", [u, emit("Neg", [new_scale], "negated_scale")],
+                         "residual_of_v")
         start = coef
     else:
-        u_of_v = u
+        negated_u = emit("Neg", [u], "negated_residual")
         start = proximal(step, coef, 1 if outputs == 1 else 2, l1, l2)
     # Each stored value's step -v u_i, added at its column.
-    steps_at = emit("Mul", [negated, u_of_v], "coef_steps")
-    new_coef = emit("ScatterND", [start, column_indices, steps_at], "coef_stepped",
-                    reduction="add")
-    new_intercept = intercept_update(step, u, outputs)
+    if outputs > 1:
+        constants["step_layout"] = np.array([b, 1, outputs], dtype=np.int64)
+        steps_at = emit("Mul", [values, emit("Reshape", [negated_u, "step_layout"],
+                                             "residual_by_row")], "coef_steps")
+        constants["index_layout"] = np.array([b, -1, 1], dtype=np.int64)
+        # ScatterND's indices are int64.
+        indices = emit("Cast", [emit("Reshape", [columns, "index_layout"], "column_indices")],
+                       "column_indices_int64", to=TensorProto.INT64)
+        new_coef = emit("ScatterND", [start, indices, steps_at],
+                        "coef_stepped", reduction="add")
+    else:
+        if loss == "hinge":
+            # Rows past the margin (and padding rows) step by 0: only the others' values
+            # are scattered (on a separable task most rows: 90% of an epoch's scatter).
+            stepping = emit("Reshape", [emit("Cast", [u], "steps_row", to=TensorProto.BOOL),
+                                        "flat_layout"], "stepping_rows")
+            columns, values, negated_u = (
+                emit("Compress", [name, stepping], f"stepping_{name}", axis=0)
+                for name in (columns, values, negated_u))
+            flat_columns = emit("Reshape", [columns, "flat_layout"], "flat_stepping_columns")
+        steps_at = emit("Mul", [values, negated_u], "coef_steps")
+        new_coef = emit("ScatterElements", [
+            start, flat_columns, emit("Reshape", [steps_at, "flat_layout"], "flat_steps")],
+            "coef_stepped", reduction="add")
+    new_intercept = intercept_update(step, u, True)
     template = StepTemplate(
         nodes=step.nodes,
         initializers=[numpy_helper.from_array(v, name) for name, v in constants.items()],
-        data=[value_info(columns, TensorProto.INT64, ["width", b] if outputs > 1 else
-                         ["slots"]),
-              value_info(column_indices, TensorProto.INT64, ["width", b, 1]),
-              value_info(stored, elem, values_shape), value_info(negated, elem, values_shape),
-              value_info(target, elem, row_shape), value_info(step_weight, elem, row_shape)],
+        data=[value_info(rows, TensorProto.INT64, [b]), value_info(target, elem, row_shape),
+              value_info(step_weight, elem, row_shape)],
         scalars=step.scalar_inputs(),
         weights=[value_info(coef, elem, [n_features, outputs] if outputs > 1
                             else [n_features]),
                  value_info(intercept, elem, [1, outputs]),
                  *([value_info(SCALE, elem, [1])] if scaled else [])],
         new_weights=[new_coef, new_intercept, *([new_scale] if scaled else [])],
-        loss=values, loss_shape=tuple(row_shape), elem=elem, opsets=[("", OPSET)],
+        loss=row_values, loss_shape=tuple(row_shape), elem=elem, opsets=[("", OPSET)],
         ir_version=IR_VERSION, extra=extra,
     )
+    # Read by every step as they are (outer inputs of the Scan's body).
+    dataset = [value_info(stored_columns, TensorProto.INT32, [None, "width"]),
+               value_info(stored_values, elem, [None, "width"])]
     if scaled:
         graph = scan(template, ["scaled_coef", p.new_weights[1], "final_scale"],
-                     losses=p.values)
+                     losses=p.values, dataset=dataset)
         _unscaled(graph, elem, dtype)
     else:
-        graph = scan(template, list(p.new_weights), losses=p.values)
+        graph = scan(template, list(p.new_weights), losses=p.values, dataset=dataset)
     return p(
         model=linear_model(graph), loss=loss, threshold=float(threshold), steps=int(steps),
         batch_rows=b, n_features=int(n_features), scalars=template.scalars,
