@@ -8,8 +8,8 @@ graph's outputs become predictions. Everything else is here.
 
 from __future__ import annotations
 
-import numbers
 import math
+import numbers
 import sys
 import warnings
 from abc import ABCMeta, abstractmethod
