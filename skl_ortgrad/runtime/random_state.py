@@ -69,9 +69,17 @@ def rewinder(generator: RandomState) -> Callable[[], None]:
     if type(bit_generator) is not MT19937:
         state = generator.get_state()
         return lambda: generator.set_state(state)
-    saved = _words(bit_generator).copy()
-    # The view is made again from the bit generator, which the closure then keeps alive.
-    return lambda: _words(bit_generator).__setitem__(Ellipsis, saved)
+    # Under the generator's lock, as get_state and the draws (numpy's global generator
+    # may be drawn from by other threads).
+    with bit_generator.lock:
+        saved = _words(bit_generator).copy()
+
+    def rewind() -> None:
+        # The view is made again from the bit generator, which the closure keeps alive.
+        with bit_generator.lock:
+            _words(bit_generator)[...] = saved
+
+    return rewind
 
 
 def _words(bit_generator: MT19937) -> np.ndarray:
