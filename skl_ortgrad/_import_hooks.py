@@ -11,6 +11,15 @@ package's or the user's:
 - ``skl2onnx.to_onnx(pipeline, X)`` must find the estimators' converters: they are
   registered right after skl2onnx is imported (:mod:`skl_ortgrad.estimators`).
 
+And one is kept from happening: onnxruntime-training's ``import onnxruntime`` checks its
+build by importing ``onnxruntime.training.ortmodule`` (torch's ``ORTModule``), whose
+package imports torch (and sympy) wherever torch is installed: 2.5 of its 2.7 s, paid by
+the first fit of every new process (each worker of a ``GridSearchCV(n_jobs=2)`` on a cold
+pool). Nothing of skl_ortgrad uses torch: the import runs inside :func:`refused`, which
+makes torch's import fail in the importing thread (the check takes it as a build without
+``ORTModule`` and goes on), and leaves torch importable afterwards: a later ``import
+onnxruntime.training`` runs in full, as it would have then (:mod:`skl_ortgrad._logging`).
+
 :func:`around_import` puts a finder first on ``sys.meta_path`` that finds the package as
 the other finders do and wraps its loader's ``exec_module`` in a context manager; the
 module keeps its own loader (``__loader__``, ``__spec__.loader``), and the finder removes
@@ -100,6 +109,35 @@ def around_import(name: str, manager: Manager) -> bool:
         if _FINDER not in sys.meta_path:
             sys.meta_path.insert(0, _FINDER)
     return True
+
+
+@contextmanager
+def refused(*names: str) -> Any:
+    """Within the block, an import of the top-level packages ``names`` (not imported yet)
+    or of their modules, by the thread that entered it, raises ``ModuleNotFoundError``
+    as if they were not installed; other threads import them as usual."""
+    finder = _Refusing({name for name in names if name not in sys.modules},
+                       threading.get_ident())
+    with _LOCK:
+        sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            sys.meta_path.remove(finder)
+
+
+class _Refusing(importlib.abc.MetaPathFinder):
+    """Refuses the top-level packages ``names`` to the thread ``thread``."""
+
+    def __init__(self, names: set[str], thread: int) -> None:
+        self._names, self._thread = names, thread
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
+        if fullname.partition(".")[0] in self._names and threading.get_ident() == self._thread:
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+        return None
 
 
 def after_import(name: str, callback: Callable[[ModuleType], None]) -> None:

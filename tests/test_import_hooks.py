@@ -58,7 +58,54 @@ def test_import_loads_neither_and_skl2onnx_imported_after_finds_the_converters()
         "for module in (onnxruntime, skl2onnx):\n"
         "    assert type(module.__loader__).__name__ == 'SourceFileLoader'\n"
         "    assert module.__spec__.loader is module.__loader__\n"
+        # onnxruntime-training's own package, left for later without torch (_logging).
+        "if _import_hooks._WAITING:\n"
+        "    assert list(_import_hooks._WAITING) == ['onnxruntime.training']\n"
+        "    import onnxruntime.training\n"
         "assert _import_hooks._FINDER not in sys.meta_path and not _import_hooks._WAITING\n"
+    )
+
+
+def test_onnxruntime_s_import_leaves_torch_out_and_importable():
+    """The first fit imports onnxruntime without torch (onnxruntime-training's import
+    would load it where it is installed); ``onnxruntime.training`` (which imports torch
+    where it is installed) imports in full afterwards, the root logger kept as it was."""
+    _python(
+        "import importlib.util, logging, sys\n"
+        "import skl_ortgrad\n"
+        "from skl_ortgrad import _import_hooks\n"
+        "installed = importlib.util.find_spec('torch') is not None\n"
+        "skl_ortgrad.OnnxSGDRegressor(max_iter=2).fit([[0.0], [1.0]], [0.0, 1.0])\n"
+        "assert 'onnxruntime' in sys.modules and 'torch' not in sys.modules\n"
+        "if 'onnxruntime.training' in _import_hooks._WAITING:\n"
+        "    import onnxruntime.training\n"
+        "    assert logging.getLogger().handlers == []\n"
+        "    assert 'artifacts' in vars(onnxruntime.training)\n"
+        "    assert ('torch' in sys.modules) == installed\n"
+    )
+
+
+def test_refused_imports_fail_in_the_refusing_thread_only():
+    _python(
+        "import sys, threading\n"
+        "from skl_ortgrad import _import_hooks\n"
+        "sys.modules.pop('colorsys', None)\n"
+        "imported = []\n"
+        "with _import_hooks.refused('colorsys'):\n"
+        "    try:\n"
+        "        import colorsys\n"
+        "    except ModuleNotFoundError as error:\n"
+        "        assert error.name == 'colorsys'\n"
+        "    else:\n"
+        "        raise AssertionError('imported')\n"
+        "    thread = threading.Thread(target=lambda: imported.append(__import__('colorsys')))\n"
+        "    thread.start()\n"
+        "    thread.join()\n"
+        "assert imported[0].rgb_to_hsv(1, 0, 0) == (0.0, 1.0, 1)\n"
+        "sys.modules.pop('colorsys')\n"
+        "import colorsys\n"
+        "assert len(sys.meta_path) == len(set(map(id, sys.meta_path)))\n"
+        "assert not any(type(f).__name__ == '_Refusing' for f in sys.meta_path)\n"
     )
 
 

@@ -8,6 +8,7 @@ graph's outputs become predictions. Everything else is here.
 
 from __future__ import annotations
 
+import math
 import numbers
 import sys
 import warnings
@@ -143,8 +144,11 @@ class Template:
         return self._score_model
 
     def changed(self) -> None:
-        """Forget :attr:`score_model` after a change of :attr:`model` (initial weights)."""
+        """Forget :attr:`score_model` after a change of :attr:`model` (initial weights),
+        and the sessions shared with the template copied (a weight not trained, such as
+        a fixed intercept, is part of their graphs)."""
         self._score_model = None
+        self.sessions = {}
 
     def __getstate__(self) -> dict[str, Any]:
         # onnxruntime sessions neither pickle nor deep-copy; rebuilt on first use.
@@ -163,12 +167,17 @@ class Template:
         self.__dict__.update(state)
 
     def copy(self) -> Template:
-        """A template of its own (the models copied), without a session."""
-        return Template(
+        """A template of its own (the models copied) that shares the sessions of this one
+        until :meth:`changed`: their graphs take the trained weights as inputs, and are
+        the same for both (the first ``predict`` of every estimator fitted from a cached
+        template built its sessions again, 136 of its 179 µs on breast cancer)."""
+        copy = Template(
             _copied(self._model) if isinstance(self._model, onnx.ModelProto) else self._model,
             self.score, list(self.weights), list(self.outputs),
             None if self.penalized is None else list(self.penalized),
             None if self._score_model is None else _copied(self._score_model))
+        copy.sessions = self.__dict__.setdefault("sessions", {})
+        return copy
 
 
 def _copied(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -593,7 +602,9 @@ class BaseOnnxEstimator(InferenceMixin, ValidationSplitMixin, MemoizedParamNames
         trained value (``weights``) and row of a full batch."""
         if self.n_threads != "auto":
             return int(self.n_threads)
-        sizes = {i.name: int(np.prod(i.dims)) for i in model.graph.initializer}
+        # math.prod of the dims: numpy's prod on a protobuf field costs 10 µs an
+        # initializer, a few percent of a small fit.
+        sizes = {i.name: math.prod(i.dims) for i in model.graph.initializer}
         values = sum(sizes.get(name, 0) for name in weights)
         return training_threads(3.0 * values * self._resolved_batch_size(sys.maxsize))
 

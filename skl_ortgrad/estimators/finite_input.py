@@ -43,6 +43,7 @@ from sklearn.utils.validation import validate_data
 
 from skl_ortgrad.estimators.dtype_range import check_dtype_range, describe_position, position
 from skl_ortgrad.runtime.blocks import block_rows, share_blocks
+from skl_ortgrad.runtime.memory import populated_empty
 
 
 def validate_finite_data(estimator: Any, X: Any, y: Any = "no_validation",
@@ -109,7 +110,10 @@ def _cast_checked(X: Any, graph_dtype: Any) -> tuple[np.ndarray | None, bool]:
     if X.dtype == graph_dtype:
         return X, _row_sums_finite(X)
     # The layout astype would give (C for C, F for F): the caller's copy is the same.
-    cast = np.empty_like(X, dtype=graph_dtype)
+    # New memory of small pages: the first write of new huge pages costs more than the
+    # cast (:mod:`~skl_ortgrad.runtime.memory`).
+    cast = populated_empty(X.shape, graph_dtype,
+                           "F" if X.flags.f_contiguous and not X.flags.c_contiguous else "C")
     # The narrower of the two: a wider cast holds every value of X.
     sum_cast = cast.itemsize < X.itemsize
     rows = block_rows(X.shape[1]) if X.ndim == 2 else X.shape[0]

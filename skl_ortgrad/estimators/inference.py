@@ -181,12 +181,18 @@ class InferenceMixin:
         linear path checks ``X`` through it). With ``cast_from``, it reads ``X`` in
         that dtype and casts it first (onnxruntime's ``Cast`` rounds as numpy's cast
         does, and releases the GIL: threads then cast in parallel, which numpy's
-        ``copyto`` does not). Built once per template, from the process-wide cache."""
+        ``copyto`` does not). Built once per template and its copies, which share their
+        sessions (:meth:`~skl_ortgrad.estimators.base.Template.copy`), from the
+        process-wide cache."""
         template = self._template_
         # Templates pickled by release 0.1.0 hold a single ``session`` instead.
         sessions = template.__dict__.setdefault("sessions", {})
+        threads, severity = self._inference_threads(), log_severity(verbose=self.verbose)
+        # The estimator's options too: the copies of a template may serve estimators
+        # with other threads, verbosity or device.
         key = (output, None if dtype is None else np.dtype(dtype),
-               None if cast_from is None else np.dtype(cast_from))
+               None if cast_from is None else np.dtype(cast_from), threads, severity,
+               str(self.device))
         if key not in sessions:
             if dtype is None and output == template.score:
                 model = template.score_model  # the full graph is not converted
@@ -203,7 +209,7 @@ class InferenceMixin:
                 graph.output.append(onnx.ValueInfoProto(name=template.score))
             if cast_from is not None:
                 _cast_input(graph, np.dtype(cast_from))
-            options = session_options(self._inference_threads(), log_severity(verbose=self.verbose))
+            options = session_options(threads, severity)
             # The weights are inputs: every estimator with the same graph and options
             # shares the session.
             sessions[key] = cached_session(inference, options, device_providers(self.device))

@@ -7,11 +7,18 @@ seeding is 1.5 µs. Every small ``fit`` builds one, so the discarded draw was ab
 a breast cancer fit. Here the first state comes from a constant seed sequence instead,
 then :meth:`numpy.random.RandomState.seed` seeds it as ``RandomState(seed)`` does: the
 same stream, 32 µs.
+
+:func:`rewinder` saves a generator's state to put it back later: ``get_state`` takes
+34 µs (numpy copies the 624 words of ``MT19937`` one by one), which a breast cancer fit
+paid at every call that runs several epochs at once (a tenth of a millisecond a fit); a
+copy of the words where numpy's C code keeps them takes 1 µs.
 """
 
 from __future__ import annotations
 
+import ctypes
 import numbers
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -28,6 +35,9 @@ class _Overwritten(ISeedSequence):
 
 
 _OVERWRITTEN = _Overwritten()
+#: ``MT19937``'s state as numpy's C code lays it out: the 624 words of its key, then the
+#: position in it (an ``int``).
+_MT19937_WORDS = ctypes.c_uint32 * 625
 
 
 def blank_random_state() -> RandomState:
@@ -44,3 +54,35 @@ def check_random_state(seed: Any) -> RandomState:
         generator.seed(seed)
         return generator
     return sklearn_check_random_state(seed)
+
+
+def rewinder(generator: RandomState) -> Callable[[], None]:
+    """A function that puts ``generator`` back in the state it has now, undoing the
+    draws made since: of permutations, integers and uniform values (a legacy Gaussian
+    draw keeps a second value aside, which is not put back for an ``MT19937``).
+
+    For the ``MT19937`` of a ``RandomState`` (what ``check_random_state`` gives), its
+    words are copied from and back to numpy's C structure (see the module); for any
+    other bit generator, through ``get_state`` and ``set_state``.
+    """
+    bit_generator = getattr(generator, "_bit_generator", None)
+    if type(bit_generator) is not MT19937:
+        state = generator.get_state()
+        return lambda: generator.set_state(state)
+    # Under the generator's lock, as get_state and the draws (numpy's global generator
+    # may be drawn from by other threads).
+    with bit_generator.lock:
+        saved = _words(bit_generator).copy()
+
+    def rewind() -> None:
+        # The view is made again from the bit generator, which the closure keeps alive.
+        with bit_generator.lock:
+            _words(bit_generator)[...] = saved
+
+    return rewind
+
+
+def _words(bit_generator: MT19937) -> np.ndarray:
+    """A view of the state of ``bit_generator`` (:data:`_MT19937_WORDS`)."""
+    return np.frombuffer(_MT19937_WORDS.from_address(bit_generator.ctypes.state_address),
+                         dtype=np.uint32)

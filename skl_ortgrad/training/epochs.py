@@ -35,6 +35,7 @@ import numpy as np
 from skl_ortgrad.gradient.forward_backward import OrtGradientForwardBackward
 from skl_ortgrad.runtime.batches import MiniBatchLoader
 from skl_ortgrad.runtime.program_run import LinearProgramRun, ProgramRun
+from skl_ortgrad.runtime.random_state import rewinder
 from skl_ortgrad.training.averaging import Averager
 from skl_ortgrad.training.divergence import Diverged, TornUpdate, mean
 from skl_ortgrad.training.interrupt import DeferredInterrupt
@@ -441,7 +442,7 @@ class EpochGroups:
         epochs one by one, which stop where the per-epoch path stops, with its message."""
         inputs, program = self.inputs, self.program
         loader, state, rate = inputs.loader, inputs.state, inputs.setup.rate
-        generator = loader.random_state.get_state() if loader.shuffle else None
+        rewind = rewinder(loader.random_state) if loader.shuffle else None
         rows = sum(loader.rows)
         etas = epoch_rates(rate, state, loader, epochs)
         shares = []
@@ -455,8 +456,8 @@ class EpochGroups:
         losses = program.epoch_losses(epochs)
         if not (np.isfinite(losses).all()
                 and all(np.isfinite(w).all() for w in program.new_weights)):
-            if generator is not None:
-                loader.random_state.set_state(generator)
+            if rewind is not None:
+                rewind()
             return []
         take_steps(program, state, rate, epochs * program.n_batches, epochs * rows,
                    None if totals is None else totals[-1])

@@ -176,6 +176,23 @@ def test_the_graph_input_is_x_cast_and_checked(dtype):
                                 graph_dtype=np.float32)[1] is None
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_a_large_cast_is_astype_s_in_its_layout(order):
+    """A cast of 4 MiB or more lies in memory of its own
+    (:func:`~skl_ortgrad.runtime.memory.populated_empty`): the values and the layout of
+    ``astype``, and the non-finite values found as in a small one."""
+    data = np.asarray(np.random.default_rng(0).standard_normal((30_000, 40)), order=order)
+    (got, _), cast = validate_finite_data(SGDRegressor(), data, np.zeros(len(data)),
+                                          graph_dtype=np.float32)
+    expected = data.astype(np.float32)
+    assert got is data and cast.strides == expected.strides and cast.nbytes >= 2**22
+    np.testing.assert_array_equal(cast, expected)
+    data[29_999, 39] = np.nan
+    assert _error(lambda: validate_finite_data(SGDRegressor(), data, np.zeros(len(data)),
+                                               graph_dtype=np.float32)).startswith(
+        "Input X contains NaN")
+
+
 @pytest.mark.parametrize("dense", [True, False])
 def test_the_graph_dtype_range_is_checked_with_check_dtype_range_words(dense):
     data = X.astype(np.float64)

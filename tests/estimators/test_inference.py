@@ -269,3 +269,31 @@ def test_output_sessions_compute_one_output_and_the_score():
     assert model._session() is model._session(None)
     np.testing.assert_array_equal(model.predict_proba(X_iris),
                                   _served(model, X_iris)["probabilities"])
+
+
+def test_estimators_fitted_from_one_cached_template_share_its_sessions():
+    """Sessions take the weights as inputs: every estimator fitted from the same cached
+    template serves through the same ones, built by the first predict; an estimator
+    with other session options gets its own, and so does a template changed by its
+    initial weights (a fixed intercept is part of the graph)."""
+    first = OnnxSGDRegressor(max_iter=3, random_state=0).fit(X, Y)
+    second = OnnxSGDRegressor(max_iter=3, random_state=1, alpha=0.1).fit(X, Y)
+    assert first._template_ is not second._template_
+    score = first._template_.score
+    assert first._session(score) is second._session(score)
+    other = OnnxSGDRegressor(max_iter=3, random_state=0, n_threads=2).fit(X, Y)
+    assert other._session(score) is not first._session(score)
+    assert other._template_.sessions is first._template_.sessions
+    assert second.set_params(n_threads=2)._session(score) is other._session(score)
+    second.set_params(n_threads="auto")
+    fixed = OnnxSGDRegressor(max_iter=3, random_state=0, fit_intercept=False).fit(
+        X, Y, intercept_init=[5.0])
+    plain = OnnxSGDRegressor(max_iter=3, random_state=0, fit_intercept=False).fit(X, Y)
+    assert fixed._template_.sessions is not plain._template_.sessions
+    for model in (first, second, other, fixed, plain):
+        np.testing.assert_array_equal(model.predict(X).astype(np.float32),
+                                      _one_run(model, X)["variable"].ravel())
+    for model, intercept in ((fixed, 5.0), (plain, 0.0)):
+        assert model.intercept_ == intercept
+        np.testing.assert_allclose(model.predict(X), X @ model.coef_ + intercept,
+                                   rtol=1e-5, atol=1e-4)

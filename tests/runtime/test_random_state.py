@@ -1,10 +1,12 @@
-"""check_random_state: scikit-learn's generators, without the entropy draw."""
+"""check_random_state: scikit-learn's generators, without the entropy draw; rewinder."""
+
+import sys
 
 import numpy as np
 import pytest
 import sklearn.utils
 
-from skl_ortgrad.runtime.random_state import blank_random_state, check_random_state
+from skl_ortgrad.runtime.random_state import blank_random_state, check_random_state, rewinder
 
 
 def _same_stream(a: np.random.RandomState, b: np.random.RandomState) -> None:
@@ -56,3 +58,40 @@ def test_blank_generator_takes_a_state():
     generator = blank_random_state()
     generator.set_state(source.get_state())
     _same_stream(source, generator)
+
+
+@pytest.mark.parametrize("generator", [
+    lambda: np.random.RandomState(11),
+    lambda: check_random_state(11),
+    lambda: np.random.RandomState(np.random.PCG64(11)),  # through get_state
+], ids=["MT19937", "blank MT19937", "PCG64"])
+@pytest.mark.parametrize("draws", [10, 700, 5000])  # within the key, past one or several
+def test_rewinder_undoes_the_draws_since(generator, draws):
+    def advanced():
+        started = generator()
+        started.permutation(37)
+        return started
+
+    rewound = advanced()
+    rewind = rewinder(rewound)
+    for _ in range(2):  # twice from the same point
+        rewound.permutation(draws)
+        rewound.randint(0, 100, draws)
+        rewind()
+        untouched = advanced()
+        np.testing.assert_array_equal(rewound.permutation(1000), untouched.permutation(1000))
+        assert rewound.random_sample() == untouched.random_sample()
+        rewind()
+
+
+def test_rewinder_keeps_its_bit_generator_alive():
+    """The copy goes back into the generator's own memory: the rewinder holds it."""
+    generator = np.random.RandomState(2)
+    bit_generator = generator._bit_generator
+    references = sys.getrefcount(bit_generator)
+    rewind = rewinder(generator)
+    assert sys.getrefcount(bit_generator) == references + 1
+    del generator
+    rewind()
+    np.testing.assert_array_equal(np.random.RandomState(2).get_state()[1],
+                                  bit_generator.state["state"]["key"])

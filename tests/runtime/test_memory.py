@@ -1,0 +1,57 @@
+"""Large arrays in new memory of small pages, mapped at once."""
+
+import mmap
+import pickle
+import weakref
+
+import numpy as np
+import pytest
+
+from skl_ortgrad.runtime import memory
+from skl_ortgrad.runtime.memory import POPULATE_BYTES, populated_empty
+
+
+def _mapping(array):
+    """The memory map under ``array``, or None when numpy allocated it."""
+    while isinstance(array, np.ndarray):
+        array = array.base
+    array = array.obj if isinstance(array, memoryview) else array
+    return array if isinstance(array, mmap.mmap) else None
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_large_array_is_mapped_as_np_empty_lays_it_out(order, dtype):
+    shape = (POPULATE_BYTES // np.dtype(dtype).itemsize // 8 + 3, 8)
+    array = populated_empty(shape, dtype, order)
+    expected = np.empty(shape, dtype=dtype, order=order)
+    assert _mapping(array) is not None
+    assert array.shape == shape and array.dtype == dtype and array.flags.writeable
+    assert array.strides == expected.strides
+    # Mapped memory starts as zeros; every cell is its own.
+    assert not array.any()
+    values = np.arange(array.size, dtype=dtype).reshape(shape)
+    array[...] = values
+    np.testing.assert_array_equal(array, values)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(array)), values)
+
+
+def test_a_small_array_is_numpy_s():
+    array = populated_empty((3, 4), np.float32)
+    assert _mapping(array) is None and array.shape == (3, 4) and array.dtype == np.float32
+
+
+def test_without_map_populate_numpy_allocates(monkeypatch):
+    monkeypatch.delattr(memory.mmap, "MAP_POPULATE", raising=False)
+    array = populated_empty((POPULATE_BYTES // 4,), np.float32)
+    assert _mapping(array) is None and array.shape == (POPULATE_BYTES // 4,)
+
+
+def test_the_map_is_released_with_the_array():
+    array = populated_empty((POPULATE_BYTES,), np.uint8)
+    mapping = weakref.ref(_mapping(array))
+    view = array[10:]
+    del array
+    assert mapping() is not None  # a view keeps it
+    del view
+    assert mapping() is None
