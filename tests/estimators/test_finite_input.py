@@ -176,6 +176,18 @@ def test_the_graph_input_is_x_cast_and_checked(dtype):
                                 graph_dtype=np.float32)[1] is None
 
 
+@pytest.mark.parametrize("container", [sp.csr_matrix, sp.csr_array])
+def test_a_sparse_graph_input_casts_the_values_and_shares_the_indices(container):
+    """A float64 CSR ``X`` reaches a float32 graph as the same kind of matrix, its values
+    as ``astype``'s, its column indices and row pointers those of ``X`` (not copied)."""
+    data = container(np.where(np.abs(X) > 1, X, 0).astype(np.float64))
+    got = OnnxSGDRegressor()._graph_input(data, np.dtype(np.float32), None)
+    assert type(got) is container and got.dtype == np.float32 and got.shape == data.shape
+    assert np.shares_memory(got.indices, data.indices)
+    assert np.shares_memory(got.indptr, data.indptr)
+    np.testing.assert_array_equal(got.toarray(), data.astype(np.float32).toarray())
+
+
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_a_large_cast_is_astype_s_in_its_layout(order):
     """A cast of 4 MiB or more lies in memory of its own
