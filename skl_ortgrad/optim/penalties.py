@@ -144,6 +144,14 @@ class BaseLearningPenalty(BaseLearningObject, family="learning penalty"):
         return None
 
 
+def _cumulative(w: np.ndarray, q: np.ndarray, u: float) -> np.ndarray:
+    """The cumulative L1 rule's new weights :math:`w'` from :math:`w`, :math:`q` and
+    :math:`u` (:meth:`ElasticLearningPenalty.after_step`)."""
+    # max(0, w - (u + q)) where w > 0, min(0, w + (u - q)) where w < 0.
+    return np.where(w > 0, np.maximum(w - (u + q), 0),
+                    np.where(w < 0, np.minimum(w + (u - q), 0), w))
+
+
 def _unchanged(eta: float) -> None:
     """The step of no penalty."""
 
@@ -316,24 +324,36 @@ class ElasticLearningPenalty(BaseLearningPenalty):
         return [np.zeros((), dtype=np.float64), *(np.zeros_like(w) for w in weights)]
 
     def after_step(self, weights: list[np.ndarray],
-                   state: list[np.ndarray]) -> Callable[[float], None] | None:
+                   state: list[np.ndarray]) -> Callable[..., None] | None:
         """The cumulative L1 step (see :mod:`skl_ortgrad.optim.penalties`) of ``weights``
-        with ``state`` (:meth:`after_step_state`), both in place; None without it."""
+        with ``state`` (:meth:`after_step_state`), both in place; None without it.
+
+        ``step(eta, present=None)``: ``present``, one entry per weight, the indices
+        along its first axis the step touches (the features a sparse batch stores, for
+        the weight they index; duplicates allowed), or None for all of it; None for all
+        of every weight. :math:`u` grows at every step whatever is present.
+        """
         if not self.applies_after_step():
             return None
         self._validate()
         l1, total, applied = float(self.l1), state[0], state[1:]
         pairs = list(zip(weights, applied, strict=True))
 
-        def step(eta: float) -> None:
+        def step(eta: float, present: list[np.ndarray | None] | None = None) -> None:
             total[...] += eta * l1
             u = float(total)
-            for w, q in pairs:
-                # max(0, w - (u + q)) where w > 0, min(0, w + (u - q)) where w < 0.
-                new = np.where(w > 0, np.maximum(w - (u + q), 0),
-                               np.where(w < 0, np.minimum(w + (u - q), 0), w))
-                q += new - w
-                np.copyto(w, new)
+            for index, (w, q) in enumerate(pairs):
+                rows = None if present is None else present[index]
+                if rows is None:
+                    new = _cumulative(w, q, u)
+                    q += new - w
+                    np.copyto(w, new)
+                    continue
+                # Fancy indexing reads copies and writes each index's (equal) value.
+                taken, applied_to = w[rows], q[rows]
+                new = _cumulative(taken, applied_to, u)
+                q[rows] = applied_to + (new - taken)
+                w[rows] = new
 
         return step
 

@@ -240,8 +240,8 @@ class ProgramCache:
             or OrtGradientStep.run is not PROGRAM_PIECES["run"]
             or type(inner).stepper not in PROGRAM_PIECES["rates"]
             or type(penalty).stepper not in PROGRAM_PIECES["penalties"]
-            or (penalty.applies_after_step() and (
-                loader.sparse or type(penalty).after_step is not PROGRAM_PIECES["after"]))
+            or (penalty.applies_after_step()
+                and type(penalty).after_step is not PROGRAM_PIECES["after"])
             or (inner.states_per_weight
                 and sum(w.size for w in state.weights) > PROGRAM_MAX_STATE)
         ):

@@ -119,22 +119,12 @@ def linear_program(
     """The linear program of ``steps`` steps: :func:`~skl_ortgrad.training.programs.
     linear.dense_linear_program`, or its sparse form (``sparse``, :func:`~skl_ortgrad.
     training.programs.sparse.sparse_linear_program`), whose arguments it takes
-    (``cumulative``: the dense form's).
+    (the same in both).
 
     Memoized (64 programs): the same arguments give the same object, which callers only
     read (a grid search of small fits writes each program once).
-
-    Raises
-    ------
-    ValueError
-        For the sparse form with ``cumulative`` (sparse data with the cumulative L1
-        penalty train per batch).
     """
     arguments = {"dtype": dtype, "l1": l1, "l2": l2, "threshold": threshold,
                  "n_outputs": n_outputs, "norms": norms}
-    if not sparse:
-        return dense_linear_program(loss, n_features, steps, batch_rows,
-                                    cumulative=cumulative, **arguments)
-    if cumulative:
-        raise ValueError("The sparse linear program has no cumulative L1 penalty.")
-    return sparse_linear_program(loss, n_features, steps, batch_rows, **arguments)
+    form = sparse_linear_program if sparse else dense_linear_program
+    return form(loss, n_features, steps, batch_rows, cumulative=cumulative, **arguments)
