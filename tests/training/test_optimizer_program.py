@@ -232,11 +232,48 @@ def test_cumulative_l1_trains_in_the_linear_program(monkeypatch, chunks, program
     _same_zeros(model, expected)
 
 
-def test_cumulative_l1_with_sparse_data_runs_per_batch(chunks):
-    """Sparse X with the cumulative L1 penalty: the per-batch path (the sparse program
-    does not write it)."""
-    OnnxSGDRegressor(max_iter=1, tol=None, penalty="l1").fit(X_SPARSE, Y["regression"])
-    assert not chunks
+#: 100 columns, 3% of the values stored: a batch of 32 rows stores about 60% of the
+#: columns, and (the row layout) the padding rows of the short last batch index row 0,
+#: whose columns that batch need not store.
+X_SCARCE = sp.random(N_ROWS, 100, density=0.03, format="csr", dtype=np.float32,
+                     random_state=np.random.default_rng(2), data_rvs=RNG.standard_normal)
+SCARCE_SCORE = X_SCARCE @ RNG.standard_normal(100).astype(np.float32)
+Y_SCARCE = {"regression": SCARCE_SCORE, "binary": (SCARCE_SCORE > 0).astype(np.int64),
+            "multiclass": np.digitize(SCARCE_SCORE, [-1.0, 0.0, 1.0])}
+
+
+@pytest.mark.parametrize("padding", [10, 0], ids=["row layout", "call layout"])
+@pytest.mark.parametrize("penalty", list(CUMULATIVE))
+@pytest.mark.parametrize(("task", "loss"), [
+    case for case in CUMULATIVE_LOSSES if case[1] in LEAN_KINDS])
+def test_cumulative_l1_trains_in_the_sparse_program(monkeypatch, chunks, programs, task,
+                                                    loss, penalty, padding):
+    """Sparse X with the cumulative L1 penalty: the sparse program applies it at the
+    features each batch stores only (columns stored by several rows of a batch, padding
+    slots and the padding rows of the short last batch left out), its q carried from
+    call to call: equal to the per-batch path to rounding, the same coefficients at
+    exactly zero, after a fit then two partial_fit calls (each starting u and q afresh),
+    in both layouts of the stored values."""
+    monkeypatch.setattr(batches, "STORED_ROWS_PADDING", padding)
+    y = Y_SCARCE[task]
+    classes = {"classes": np.unique(y)} if task != "regression" else {}
+
+    def train():
+        model = ESTIMATORS[task](max_iter=3, tol=None, random_state=0, loss=loss,
+                                 **CUMULATIVE[penalty]).fit(X_SCARCE, y)
+        for _ in range(2):
+            model.partial_fit(X_SCARCE, y, **classes)
+        return model
+
+    model = train()
+    assert programs == [LEAN_KINDS[loss]]
+    assert type(transient(model.optimizer_).programs.binding) is SparseLinearProgramRun
+    assert len(chunks) == (3 + 2) * 4
+    loader = transient(model.optimizer_).loader[1]
+    assert (loader.stored_rows(np.float32) is None) == (padding == 0)
+    expected = _per_batch(monkeypatch, train)
+    _assert_same(_state(model), _state(expected), rtol=1e-5)
+    _same_zeros(model, expected)
 
 
 LEAN_CASES = [
