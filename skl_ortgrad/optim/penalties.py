@@ -39,7 +39,12 @@ applied to it; after step :math:`j`:
     q &\leftarrow q + (w' - w), \quad w \leftarrow w'
 
 so a weight that the gradient keeps pushing away from zero by less than the penalty ends
-exactly at zero. :math:`u` and :math:`q` start at zero at every call (``fit``,
+exactly at zero. On sparse data the step touches only the features the batch stores (the
+union of its rows' stored columns, in the weight the features index: the linear models'
+coefficients), as scikit-learn's loop over a sample's stored indices: :math:`u` grows at
+every step, so a feature absent for a while catches up on the penalty it missed
+(:math:`u - q`) when it next appears; a stored zero counts as present, and dense data
+has every feature present. :math:`u` and :math:`q` start at zero at every call (``fit``,
 ``partial_fit``), as in scikit-learn's ``_plain_sgd``. A mini-batch is one step. The
 training programs (:mod:`skl_ortgrad.training.programs`) run the same step in their
 graph: :math:`q` flows from step to step as a state, and the totals :math:`u_j` after

@@ -213,10 +213,11 @@ class ProgramCache:
         (generic program) full batches, the update of plain SGD, momentum (Nesterov's or
         not) or Adam (possibly in a ``ScaledLearningRate``; the linear program: plain SGD
         only; momentum and Adam up to ``PROGRAM_MAX_STATE`` trained values, with their
-        state packed), no penalty or the elastic one (its cumulative L1 part on dense
-        data only: the program carries its :math:`q` of every penalized weight, a buffer
-        of ``state.penalty`` it reads and writes, and is fed its total :math:`u` per step;
-        sparse data with it train per batch), no averaging, ``verbose < 2`` (no
+        state packed), no penalty or the elastic one (its cumulative L1 part too: the
+        program carries its :math:`q` of every penalized weight, a buffer of
+        ``state.penalty`` it reads and writes, and is fed its total :math:`u` per step;
+        on sparse data the sparse program applies it at each step's stored features
+        only, as the per-batch path), no averaging, ``verbose < 2`` (no
         per-batch report), and the stock per-batch pieces (:data:`PROGRAM_PIECES`).
         ``norms``: the program also writes the norms of the penalized weights (the
         ``tol`` rule watches the objective). ``unweighted``: the epochs also need the
