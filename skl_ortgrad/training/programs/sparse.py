@@ -99,8 +99,8 @@ def _unscaled(graph: GraphProto, elem: int, dtype: np.dtype | type) -> None:
 
 
 def _cumulative_at_columns(step: StepGraph, coef: str, applied: str, columns: str,
-                           counts: str, outputs: int,
-                           dtype: np.dtype | type) -> tuple[str, str]:
+                           counts: str, outputs: int, dtype: np.dtype | type,
+                           constants: dict[str, np.ndarray]) -> tuple[str, str]:
     r"""The cumulative L1 penalty's step of :math:`W` (after the gradient's scatter) at
     the features the batch stores only, as scikit-learn's on sparse rows: :math:`W`
     and :math:`q` gathered at the ``[b, w]`` ``columns``, the rule of
@@ -114,7 +114,7 @@ def _cumulative_at_columns(step: StepGraph, coef: str, applied: str, columns: st
     once in effect; a padding slot (column 0) writes the rule's value where the batch
     stores its column and the value it read otherwise, so it never contradicts a stored
     one: ``present`` counts the stored slots of every column (a scatter of ``[d]``
-    zeros).
+    zeros). ``constants`` receives the initializers it needs beyond the caller's.
     """
     emit = step.node
     ranks = emit("Range", ["zero_rank", emit("Gather", [emit("Shape", [columns],
@@ -130,6 +130,7 @@ def _cumulative_at_columns(step: StepGraph, coef: str, applied: str, columns: st
         emit("Cast", [stored], "stored_slot_values", to=onnx_dtype(dtype)), "flat_layout"],
         "flat_stored_slots")], "present_columns", reduction="add")
     if outputs > 1:
+        constants["last_axis"] = np.array([-1])
         at = emit("Greater", [emit("Unsqueeze", [emit("Gather", [present, columns],
                                                       "present_at_slots"), "last_axis"],
                                    "present_by_slot"), "zero_value"], "present_slots")
@@ -273,9 +274,9 @@ def sparse_linear_program(
         constants.update({
             "zero_rank": np.zeros((), dtype=np.int64), "one_rank": np.ones((), np.int64),
             "one_axis": np.ones((), dtype=np.int64), "count_layout": np.array([b, 1]),
-            "last_axis": np.array([-1]), "zero_value": np.zeros((), dtype=dtype)})
+            "zero_value": np.zeros((), dtype=dtype)})
         new_coef, new_applied = _cumulative_at_columns(
-            step, new_coef, weights[2], all_columns, per_row[3], outputs, dtype)
+            step, new_coef, weights[2], all_columns, per_row[3], outputs, dtype, constants)
     coef_shape = [n_features, outputs] if outputs > 1 else [n_features]
     template = StepTemplate(
         nodes=step.nodes,
