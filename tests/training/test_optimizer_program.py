@@ -837,12 +837,11 @@ def test_tol_on_the_objective_stops_where_the_per_batch_path_does(monkeypatch, c
     ("regression", {"penalty": "l1", "alpha": 0.1}),
     ("binary", {"penalty": "elasticnet", "alpha": 0.01, "l1_ratio": 0.5}),
 ], ids=["regression l1", "binary elasticnet"])
-@pytest.mark.parametrize("path", ["generic", "linear", "grouped"])
+@pytest.mark.parametrize("path", ["generic", "linear", "sparse linear", "grouped"])
 def test_tol_on_the_objective_with_the_cumulative_l1(monkeypatch, chunks, path, task,
                                                      params):
     """The same with the cumulative L1 penalty in the programs: their norms include the
-    L1 norm of the weights each step starts from (dense data: sparse data with it train
-    per batch)."""
+    L1 norm of the weights each step starts from."""
     _stops_as_per_batch(monkeypatch, chunks, path, task, params)
 
 
