@@ -315,6 +315,11 @@ class MiniBatchLoader:
         return int(self._sources[0].shape[1])
 
     @property
+    def n_stored(self) -> int:
+        """Sparse features: the number of values the matrix served stores."""
+        return int(self._sources[0].nnz)
+
+    @property
     def row_spans(self) -> tuple[np.ndarray, np.ndarray]:
         """Sparse features: where the stored values of each row of :attr:`order` start
         in the arrays of :meth:`padded_stored` (past their padding value), and how many

@@ -246,19 +246,29 @@ SCARCE_CUMULATIVE = {"l1": {"penalty": "l1", "alpha": 0.001},
                                     "l1_ratio": 0.5}}
 
 
+def _body_results(program):
+    """The names of the results of a program's step (its ``Scan``'s body)."""
+    scan_node = next(node for node in program.model.graph.node if node.op_type == "Scan")
+    body = next(a.g for a in scan_node.attribute if a.name == "body")
+    return {name for node in body.node for name in node.output}
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["gathered", "whole"])
 @pytest.mark.parametrize("padding", [10, 0], ids=["row layout", "call layout"])
 @pytest.mark.parametrize("penalty", list(SCARCE_CUMULATIVE))
 @pytest.mark.parametrize(("task", "loss"), [
     case for case in CUMULATIVE_LOSSES if case[1] in LEAN_KINDS])
 def test_cumulative_l1_trains_in_the_sparse_program(monkeypatch, chunks, programs, task,
-                                                    loss, penalty, padding):
+                                                    loss, penalty, padding, whole):
     """Sparse X with the cumulative L1 penalty: the sparse program applies it at the
     features each batch stores only (columns stored by several rows of a batch, padding
     slots and the padding rows of the short last batch left out), its q carried from
     call to call: equal to the per-batch path to rounding, the same coefficients at
     exactly zero, after a fit then two partial_fit calls (each starting u and q afresh),
-    in both layouts of the stored values."""
+    in both layouts of the stored values, the rule at the gathered columns or on the
+    whole of W (kept where stored)."""
     monkeypatch.setattr(batches, "STORED_ROWS_PADDING", padding)
+    monkeypatch.setattr(program_choice, "WHOLE_RULE_STORED", 0.0 if whole else np.inf)
     y = Y_SCARCE[task]
     classes = {"classes": np.unique(y)} if task != "regression" else {}
 
@@ -271,7 +281,10 @@ def test_cumulative_l1_trains_in_the_sparse_program(monkeypatch, chunks, program
 
     model = train()
     assert programs == [LEAN_KINDS[loss]]
-    assert type(transient(model.optimizer_).programs.binding) is SparseLinearProgramRun
+    binding = transient(model.optimizer_).programs.binding
+    assert type(binding) is SparseLinearProgramRun
+    assert any(name.startswith("present_features")
+               for name in _body_results(binding.program)) == whole
     assert len(chunks) == (3 + 2) * 4
     loader = transient(model.optimizer_).loader[1]
     assert (loader.stored_rows(np.float32) is None) == (padding == 0)

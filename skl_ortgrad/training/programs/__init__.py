@@ -115,17 +115,20 @@ def linear_program(
     loss: str, n_features: int, steps: int, batch_rows: int,
     dtype: np.dtype | type = np.float32, l1: bool = False, l2: bool = False,
     threshold: float = 1.0, sparse: bool = False, n_outputs: int = 1, norms: bool = False,
-    cumulative: bool = False,
+    cumulative: bool = False, whole: bool = False,
 ) -> LinearProgram:
     """The linear program of ``steps`` steps: :func:`~skl_ortgrad.training.programs.
     linear.dense_linear_program`, or its sparse form (``sparse``, :func:`~skl_ortgrad.
     training.programs.sparse.sparse_linear_program`), whose arguments it takes
-    (the same in both).
+    (the same in both; ``whole``: the sparse form's).
 
     Memoized (64 programs): the same arguments give the same object, which callers only
     read (a grid search of small fits writes each program once).
     """
     arguments = {"dtype": dtype, "l1": l1, "l2": l2, "threshold": threshold,
                  "n_outputs": n_outputs, "norms": norms}
-    form = sparse_linear_program if sparse else dense_linear_program
-    return form(loss, n_features, steps, batch_rows, cumulative=cumulative, **arguments)
+    if sparse:
+        return sparse_linear_program(loss, n_features, steps, batch_rows,
+                                     cumulative=cumulative, whole=whole, **arguments)
+    return dense_linear_program(loss, n_features, steps, batch_rows, cumulative=cumulative,
+                                **arguments)

@@ -100,13 +100,18 @@ def _unscaled(graph: GraphProto, elem: int, dtype: np.dtype | type) -> None:
 
 def _cumulative_at_columns(step: StepGraph, coef: str, applied: str, columns: str,
                            counts: str, outputs: int, dtype: np.dtype | type,
-                           constants: dict[str, np.ndarray]) -> tuple[str, str]:
+                           constants: dict[str, np.ndarray],
+                           whole: bool) -> tuple[str, str]:
     r"""The cumulative L1 penalty's step of :math:`W` (after the gradient's scatter) at
     the features the batch stores only, as scikit-learn's on sparse rows: :math:`W`
     and :math:`q` gathered at the ``[b, w]`` ``columns``, the rule of
     :func:`~skl_ortgrad.training.programs.steps.cumulative_l1` applied there, the new
     values scattered back (``ScatterElements``, ``ScatterND`` for :math:`K > 1`, no
-    reduction); return the new :math:`W` and :math:`q`.
+    reduction); return the new :math:`W` and :math:`q`. With ``whole``, the rule on all
+    of :math:`W` and :math:`q` instead, each column's result kept where the batch stores
+    the column (``Where``): the same values, cheaper where a batch stores more values
+    than there are features (3,200 values of 1,000 features, float64, one thread: about
+    98 -> 60 µs a step, measured, against 23 µs without the cumulative penalty).
 
     A slot is stored when its rank in its row is below the row's ``counts`` (padding
     slots and padding rows are not). A column's slots all read the same :math:`W`,
@@ -129,6 +134,14 @@ def _cumulative_at_columns(step: StepGraph, coef: str, applied: str, columns: st
     present = emit("ScatterElements", [zeros, flat_columns, emit("Reshape", [
         emit("Cast", [stored], "stored_slot_values", to=onnx_dtype(dtype)), "flat_layout"],
         "flat_stored_slots")], "present_columns", reduction="add")
+    if whole:
+        if outputs > 1:
+            constants["feature_layout"] = np.array([-1, 1])
+            present = emit("Reshape", [present, "feature_layout"], "present_by_feature")
+        at = emit("Greater", [present, "zero_value"], "present_features")
+        ruled_w, ruled_q = cumulative_l1(step, coef, applied, 2 if outputs > 1 else 1)
+        return tuple(emit("Where", [at, ruled, read], f"{read}_kept")
+                     for ruled, read in ((ruled_w, coef), (ruled_q, applied)))
     if outputs > 1:
         constants["last_axis"] = np.array([-1])
         at = emit("Greater", [emit("Unsqueeze", [emit("Gather", [present, columns],
@@ -160,7 +173,7 @@ def sparse_linear_program(
     loss: str, n_features: int, steps: int, batch_rows: int,
     dtype: np.dtype | type = np.float32, l1: bool = False, l2: bool = False,
     threshold: float = 1.0, n_outputs: int = 1, norms: bool = False,
-    cumulative: bool = False,
+    cumulative: bool = False, whole: bool = False,
 ) -> SparseLinearProgram:
     r"""The sparse form of :func:`~skl_ortgrad.training.programs.linear.dense_linear_program`
     (same arguments, same per-loss residual :math:`u`).
@@ -184,7 +197,8 @@ def sparse_linear_program(
     :math:`W`).
 
     With ``cumulative``, the cumulative L1 penalty's step after the gradient's scatter,
-    at the step's stored columns only (:func:`_cumulative_at_columns`), its :math:`q` a
+    at the step's stored columns only (:func:`_cumulative_at_columns`, on the ``whole``
+    of :math:`W` kept where stored with ``whole``), its :math:`q` a
     third weight and each row's count of stored values a fourth per-row input
     (``stored_counts``, 0 for padding rows).
 
@@ -276,7 +290,8 @@ def sparse_linear_program(
             "one_axis": np.ones((), dtype=np.int64), "count_layout": np.array([b, 1]),
             "zero_value": np.zeros((), dtype=dtype)})
         new_coef, new_applied = _cumulative_at_columns(
-            step, new_coef, weights[2], all_columns, per_row[3], outputs, dtype, constants)
+            step, new_coef, weights[2], all_columns, per_row[3], outputs, dtype, constants,
+            whole)
     coef_shape = [n_features, outputs] if outputs > 1 else [n_features]
     template = StepTemplate(
         nodes=step.nodes,
