@@ -77,7 +77,8 @@ over the shared :mod:`~skl_ortgrad.training.programs.steps` and
   update a ``ScatterElements`` that adds each value's step at its column (for the hinge
   loss, of the rows inside the margin only): its work follows the stored values, not the
   columns. Its cumulative L1 step touches the step's stored columns only (gathered,
-  the rule applied, scattered back), as scikit-learn's on sparse rows.
+  the rule applied, scattered back; or the rule on all of :math:`W`, kept where stored,
+  where batches store many values per feature), as scikit-learn's on sparse rows.
 
 Graphs only: nothing here creates an onnxruntime session or an OrtValue; the runtime
 binds the feeds (:mod:`skl_ortgrad.runtime.program_run`).
