@@ -39,7 +39,12 @@ applied to it; after step :math:`j`:
     q &\leftarrow q + (w' - w), \quad w \leftarrow w'
 
 so a weight that the gradient keeps pushing away from zero by less than the penalty ends
-exactly at zero. :math:`u` and :math:`q` start at zero at every call (``fit``,
+exactly at zero. On sparse data the step touches only the features the batch stores (the
+union of its rows' stored columns, in the weight the features index: the linear models'
+coefficients), as scikit-learn's loop over a sample's stored indices: :math:`u` grows at
+every step, so a feature absent for a while catches up on the penalty it missed
+(:math:`u - q`) when it next appears; a stored zero counts as present, and dense data
+has every feature present. :math:`u` and :math:`q` start at zero at every call (``fit``,
 ``partial_fit``), as in scikit-learn's ``_plain_sgd``. A mini-batch is one step. The
 training programs (:mod:`skl_ortgrad.training.programs`) run the same step in their
 graph: :math:`q` flows from step to step as a state, and the totals :math:`u_j` after
@@ -142,6 +147,14 @@ class BaseLearningPenalty(BaseLearningObject, family="learning penalty"):
         returns the term's value. None (here): the proximal step is all of the penalty.
         """
         return None
+
+
+def _cumulative(w: np.ndarray, q: np.ndarray, u: float) -> np.ndarray:
+    """The cumulative L1 rule's new weights :math:`w'` from :math:`w`, :math:`q` and
+    :math:`u` (:meth:`ElasticLearningPenalty.after_step`)."""
+    # max(0, w - (u + q)) where w > 0, min(0, w + (u - q)) where w < 0.
+    return np.where(w > 0, np.maximum(w - (u + q), 0),
+                    np.where(w < 0, np.minimum(w + (u - q), 0), w))
 
 
 def _unchanged(eta: float) -> None:
@@ -316,22 +329,41 @@ class ElasticLearningPenalty(BaseLearningPenalty):
         return [np.zeros((), dtype=np.float64), *(np.zeros_like(w) for w in weights)]
 
     def after_step(self, weights: list[np.ndarray],
-                   state: list[np.ndarray]) -> Callable[[float], None] | None:
+                   state: list[np.ndarray]) -> Callable[..., None] | None:
         """The cumulative L1 step (see :mod:`skl_ortgrad.optim.penalties`) of ``weights``
-        with ``state`` (:meth:`after_step_state`), both in place; None without it."""
+        with ``state`` (:meth:`after_step_state`), both in place; None without it.
+
+        ``step(eta, present=None)``: ``present``, one entry per weight, the indices
+        along its first axis the step touches (the features a sparse batch stores, for
+        the weight they index; duplicates allowed), or None for all of it; None for all
+        of every weight. :math:`u` grows at every step whatever is present.
+        """
         if not self.applies_after_step():
             return None
         self._validate()
         l1, total, applied = float(self.l1), state[0], state[1:]
         pairs = list(zip(weights, applied, strict=True))
 
-        def step(eta: float) -> None:
+        def step(eta: float, present: list[np.ndarray | None] | None = None) -> None:
             total[...] += eta * l1
             u = float(total)
-            for w, q in pairs:
-                # max(0, w - (u + q)) where w > 0, min(0, w + (u - q)) where w < 0.
-                new = np.where(w > 0, np.maximum(w - (u + q), 0),
-                               np.where(w < 0, np.minimum(w + (u - q), 0), w))
+            for index, (w, q) in enumerate(pairs):
+                rows = None if present is None else present[index]
+                if rows is not None and len(rows) < len(w) // 2:
+                    # Few present: fancy indexing reads copies and writes each index's
+                    # (equal) value.
+                    taken, applied_to = w[rows], q[rows]
+                    new = _cumulative(taken, applied_to, u)
+                    q[rows] = applied_to + (new - taken)
+                    w[rows] = new
+                    continue
+                new = _cumulative(w, q, u)
+                if rows is not None:
+                    # Many: the rule on all, kept where present (3,200 indices of 1,000
+                    # rows: 18 instead of 48 µs, measured; q + 0 is q).
+                    mask = np.zeros(len(w), dtype=bool)
+                    mask[rows] = True
+                    new = np.where(mask.reshape(-1, *(1,) * (w.ndim - 1)), new, w)
                 q += new - w
                 np.copyto(w, new)
 

@@ -302,6 +302,23 @@ class MiniBatchLoader:
             self._sparse_rows = _csr_rows(self._sources[0], self._order)
         return self._sparse_rows
 
+    def stored_columns(self, index: int) -> np.ndarray:
+        """Sparse features: the column of every value the rows of batch ``index`` store
+        (a view; a column several rows store appears once per row)."""
+        start, stop = self._bounds[index]
+        indptr, _, columns, _ = self.sparse_rows
+        return columns[indptr[start]:indptr[stop]]
+
+    @property
+    def n_features(self) -> int:
+        """The number of columns of the features."""
+        return int(self._sources[0].shape[1])
+
+    @property
+    def n_stored(self) -> int:
+        """Sparse features: the number of values the matrix served stores."""
+        return int(self._sources[0].nnz)
+
     @property
     def row_spans(self) -> tuple[np.ndarray, np.ndarray]:
         """Sparse features: where the stored values of each row of :attr:`order` start

@@ -215,14 +215,14 @@ class LinearProgramRun(ProgramRun):
         """:meth:`_start` over every batch of the epoch, and the per-row buffers of the
         program's :attr:`~skl_ortgrad.training.programs.LinearProgram.per_row` inputs, the
         loss weights and the values, for ``epochs`` epochs one after the other. Padding
-        rows: index 0, target 0, step weight 0, loss weight 0."""
+        rows: index 0, target 0, step weight 0, loss weight 0 (and 0 stored values)."""
         self._start(program, session, weights, len(loader.rows), epochs)
         self.epochs_per_call = epochs
         self._epoch_rows, self._n_rows = self.n_batches * program.batch_rows, loader.n_rows
         size = epochs * self._epoch_rows
         # One value per row, or per row and output.
         outputs = (size, program.n_outputs) if program.n_outputs > 1 else (size,)
-        self.per_row = {name: np.zeros(size, dtype=np.int64) if name == "rows"
+        self.per_row = {name: np.zeros(size, dtype=np.int64) if name in program.index_rows
                         else np.zeros(outputs, dtype=program.dtype)
                         for name in program.per_row}
         # 1 for every row, 0 for padding; the loss weights are the sample weights.
@@ -256,6 +256,9 @@ class LinearProgramRun(ProgramRun):
         n, offset = loader.n_rows, epoch * self._epoch_rows
         if "rows" in self.per_row:
             self.per_row["rows"][offset:offset + n] = loader.order
+        if "stored_counts" in self.per_row:
+            # Padding rows store nothing.
+            self.per_row["stored_counts"][offset:offset + n] = loader.row_spans[1]
         # Dense features come first; sparse ones are not among the buffers.
         labels, *weights = loader.per_row[0 if loader.sparse else 1:]
         target = self.per_row["target"]

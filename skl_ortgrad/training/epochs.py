@@ -226,7 +226,8 @@ class PerBatchEpoch:
         """What the per-batch path runs: the engine's step ``run`` of every batch, the
         loss buffer, the rate's and the penalty's steppers (validated here), and the
         penalty's term of the loss (``loss_term``: None for a proximal penalty), and its
-        step after the gradient step (``after_step``: None for most)."""
+        step after the gradient step (``after_step``: None for most) with the weights
+        the features index (:meth:`_indexed_by_features`)."""
         if self._pieces is None:
             engine, state = self.inputs.engine(), self._state
             # A static step for batch_size rows, the general one for any other count
@@ -244,8 +245,21 @@ class PerBatchEpoch:
                 self._penalty.loss_term(penalized, [
                     next(g for w, g in zip(state.weights, gradients, strict=True) if w is p)
                     for p in penalized]),
-                self._penalty.after_step(penalized, state.penalty))
+                self._penalty.after_step(penalized, state.penalty),
+                self._indexed_by_features(penalized))
         return self._pieces
+
+    def _indexed_by_features(self, penalized: list[np.ndarray]) -> list[bool] | None:
+        """Sparse features: which of the ``penalized`` weights the features index along
+        their first axis (the first trained weight, the linear models' ``[d, K]``
+        coefficients, when penalized and that long), whose cumulative L1 step touches the
+        features a batch stores only, as scikit-learn's per sample; None for dense
+        features (every feature present)."""
+        loader = self.inputs.loader
+        if not loader.sparse:
+            return None
+        first = self._state.weights[0]
+        return [w is first and w.shape[0] == loader.n_features for w in penalized]
 
     def _batches(self, first: int, stop: int, interrupt: DeferredInterrupt) -> None:
         """The per-batch path over batches ``first .. stop - 1``."""
@@ -253,7 +267,7 @@ class PerBatchEpoch:
             return
         loader, state, rows = self.inputs.loader, self._state, self._rows
         loader.fill_features()
-        runs, loss_buffer, step, decay, term, after = self._built_pieces()
+        runs, loss_buffer, step, decay, term, after, indexed = self._built_pieces()
         totals, scales, etas = loader.totals, loader.scales, self._etas
         penalized = self.inputs.penalized if self.inputs.objective else []
         row_losses = self.inputs.row_losses
@@ -283,8 +297,11 @@ class PerBatchEpoch:
             if self._averager is not None:
                 self._averager(state.t - rows[batch], rows[batch])
             if after is not None:
-                # After the average, scikit-learn's order.
-                after(eta)
+                # After the average, scikit-learn's order; on sparse features, the
+                # batch's stored features only.
+                after(eta, None if indexed is None else [
+                    loader.stored_columns(batch) if by_features else None
+                    for by_features in indexed])
             self._updating = False
             self._total += loss * self._shares[batch]
             self._previous = loss

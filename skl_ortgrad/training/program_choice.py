@@ -180,6 +180,14 @@ def lean_loss(setup: TrainingSetup, state: TrainingState, penalized: tuple[str, 
     return kind
 
 
+#: The sparse program applies the cumulative L1 rule to the whole of :math:`W` (kept
+#: where the batch stores the feature) where a batch stores at least this many values
+#: per feature on average, at the gathered columns otherwise (the rule's work follows
+#: the features, or the stored values: :func:`~skl_ortgrad.training.programs.sparse.
+#: sparse_linear_program`'s ``whole``).
+WHOLE_RULE_STORED = 0.5
+
+
 class ProgramCache:
     """The training programs of one trainer, and the binding of the last one used.
 
@@ -213,10 +221,11 @@ class ProgramCache:
         (generic program) full batches, the update of plain SGD, momentum (Nesterov's or
         not) or Adam (possibly in a ``ScaledLearningRate``; the linear program: plain SGD
         only; momentum and Adam up to ``PROGRAM_MAX_STATE`` trained values, with their
-        state packed), no penalty or the elastic one (its cumulative L1 part on dense
-        data only: the program carries its :math:`q` of every penalized weight, a buffer
-        of ``state.penalty`` it reads and writes, and is fed its total :math:`u` per step;
-        sparse data with it train per batch), no averaging, ``verbose < 2`` (no
+        state packed), no penalty or the elastic one (its cumulative L1 part too: the
+        program carries its :math:`q` of every penalized weight, a buffer of
+        ``state.penalty`` it reads and writes, and is fed its total :math:`u` per step;
+        on sparse data the sparse program applies it at each step's stored features
+        only, as the per-batch path), no averaging, ``verbose < 2`` (no
         per-batch report), and the stock per-batch pieces (:data:`PROGRAM_PIECES`).
         ``norms``: the program also writes the norms of the penalized weights (the
         ``tol`` rule watches the objective). ``unweighted``: the epochs also need the
@@ -240,8 +249,8 @@ class ProgramCache:
             or OrtGradientStep.run is not PROGRAM_PIECES["run"]
             or type(inner).stepper not in PROGRAM_PIECES["rates"]
             or type(penalty).stepper not in PROGRAM_PIECES["penalties"]
-            or (penalty.applies_after_step() and (
-                loader.sparse or type(penalty).after_step is not PROGRAM_PIECES["after"]))
+            or (penalty.applies_after_step()
+                and type(penalty).after_step is not PROGRAM_PIECES["after"])
             or (inner.states_per_weight
                 and sum(w.size for w in state.weights) > PROGRAM_MAX_STATE)
         ):
@@ -251,9 +260,12 @@ class ProgramCache:
                       for name, w in zip(state.names, state.weights, strict=True) if w is p)
         elastic = isinstance(penalty, ElasticLearningPenalty)
         cumulative = penalty.applies_after_step()
+        whole = bool(cumulative and loader.sparse and size * loader.n_stored
+                     >= WHOLE_RULE_STORED * loader.n_rows * loader.n_features)
         key = (weighted, size, PROGRAM_STEPS, LINEAR_STEPS, loader.sparse, names,
                elastic and penalty.l1 > 0 and not cumulative, elastic and penalty.l2 > 0,
-               cumulative, norms, unweighted, inner.update_key(), setup.loss_key(weighted))
+               cumulative, whole, norms, unweighted, inner.update_key(),
+               setup.loss_key(weighted))
         if key not in self._programs:
             shared = (key, skeleton_digest(setup.model, state.names),
                       setup.external_data_dir, setup.weight_name, int(setup.n_threads),
@@ -280,12 +292,13 @@ class ProgramCache:
     def _build(
         self, setup: TrainingSetup, state: TrainingState, weighted: bool, size: int,
         steps: int, linear_steps_most: int, sparse: bool, penalized: tuple[str, ...],
-        l1: bool, l2: bool, cumulative: bool, norms: bool, unweighted: bool,
+        l1: bool, l2: bool, cumulative: bool, whole: bool, norms: bool, unweighted: bool,
         update: BaseLearningRate,
     ) -> tuple[StepProgram | LinearProgram, InferenceSession] | None:
         """The program of ``steps`` batches of ``size`` rows (the linear program:
         :func:`linear_steps`, up to ``linear_steps_most``; its sparse form for ``sparse``
-        features) updating with ``update`` and its session (the step's options); None
+        features, its cumulative L1 rule on the ``whole`` of :math:`W`) updating with
+        ``update`` and its session (the step's options); None
         for a gradient graph the program cannot hold (control flow), and for sparse
         features out of the linear program's reach (or of its int32 columns).
 
@@ -309,7 +322,7 @@ class ProgramCache:
                                                    steps),
                     size, dtype=state.weights[0].dtype, l1=l1, l2=l2,
                     threshold=getattr(setup.loss, "threshold", 1.0), sparse=sparse,
-                    n_outputs=n_outputs, norms=norms, cumulative=cumulative,
+                    n_outputs=n_outputs, norms=norms, cumulative=cumulative, whole=whole,
                 )
             else:
                 program = generic_program(

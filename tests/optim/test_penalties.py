@@ -312,3 +312,50 @@ def test_cumulative_l1_after_the_step_is_tsuruoka_s_rule():
         assert plain.after_step_state(weights) == []
         assert plain.after_step(weights, []) is None
     assert NoLearningPenalty().after_step(weights, []) is None
+
+
+def _present_reference(w, steps, l1):
+    """The cumulative rule of ``steps`` (rate, present rows of w's first axis) written out
+    as scikit-learn's sparse loop: u grows at every step, each present row's weights are
+    stepped once per step, the others untouched; then the gradient step of
+    :func:`_cumulative_reference` (on every weight)."""
+    w, q, u, out = w.copy(), np.zeros_like(w), 0.0, []
+    for eta, rows in steps:
+        u += eta * l1
+        for i in sorted(set(rows.tolist())):
+            for j in range(w.shape[1]):
+                z = w[i, j]
+                if z > 0:
+                    w[i, j] = max(0.0, z - (u + q[i, j]))
+                elif z < 0:
+                    w[i, j] = min(0.0, z + (u - q[i, j]))
+                q[i, j] += w[i, j] - z
+        out.append(w.copy())
+        w += np.sin(np.arange(w.size) + eta).reshape(w.shape) * 0.05
+    return out
+
+
+def test_cumulative_l1_steps_the_present_rows_only():
+    """``step(eta, present)``: the rule at the rows of the first axis ``present`` lists
+    (duplicates once; few of them, by fancy indexing, or many, by a mask), the other rows
+    untouched until they are present again, when they catch up (u - q); None for a
+    weight stepped whole. As the written-out sparse loop, float64."""
+    penalty = ElasticLearningPenalty(l1=0.3, l2=0.0, cumulative=True)
+    rng = np.random.default_rng(0)
+    weights = [rng.standard_normal((8, 2)) * 0.3, np.array([0.2, -0.01, 0.5])]
+    steps = [(0.1, np.array([1, 1])), (0.05, np.array([0, 3, 5, 3, 6, 7, 2])),
+             (0.2, np.array([], dtype=np.int64)), (0.1, np.array([1, 4, 1, 0])),
+             (0.1, np.array([2, 2, 2, 5, 6, 6]))]
+    expected = _present_reference(weights[0], steps, 0.3)
+    whole = _cumulative_reference(weights[1], [eta for eta, _ in steps], 0.3)
+    state = penalty.after_step_state(weights)
+    step = penalty.after_step(weights, state)
+    zeros = 0
+    for index, (eta, rows) in enumerate(steps):
+        step(eta, [rows, None])
+        np.testing.assert_allclose(weights[0], expected[index], rtol=1e-15, atol=1e-17)
+        np.testing.assert_allclose(weights[1], whole[index], rtol=1e-15, atol=1e-17)
+        zeros += int((weights[0] == 0).sum())
+        for w in weights:
+            w += np.sin(np.arange(w.size) + eta).reshape(w.shape) * 0.05
+    assert zeros

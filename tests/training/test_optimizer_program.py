@@ -232,11 +232,65 @@ def test_cumulative_l1_trains_in_the_linear_program(monkeypatch, chunks, program
     _same_zeros(model, expected)
 
 
-def test_cumulative_l1_with_sparse_data_runs_per_batch(chunks):
-    """Sparse X with the cumulative L1 penalty: the per-batch path (the sparse program
-    does not write it)."""
-    OnnxSGDRegressor(max_iter=1, tol=None, penalty="l1").fit(X_SPARSE, Y["regression"])
-    assert not chunks
+#: 100 columns, 3% of the values stored: a batch of 32 rows stores about 60% of the
+#: columns, and (the row layout) the padding rows of the short last batch index row 0,
+#: whose columns that batch need not store.
+X_SCARCE = sp.random(N_ROWS, 100, density=0.03, format="csr", dtype=np.float32,
+                     random_state=np.random.default_rng(2), data_rvs=RNG.standard_normal)
+SCARCE_SCORE = X_SCARCE @ RNG.standard_normal(100).astype(np.float32)
+Y_SCARCE = {"regression": SCARCE_SCORE, "binary": (SCARCE_SCORE > 0).astype(np.int64),
+            "multiclass": np.digitize(SCARCE_SCORE, [-1.0, 0.0, 1.0])}
+#: Penalties leaving some coefficients of X_SCARCE nonzero, some at exactly zero.
+SCARCE_CUMULATIVE = {"l1": {"penalty": "l1", "alpha": 0.001},
+                     "elasticnet": {"penalty": "elasticnet", "alpha": 0.002,
+                                    "l1_ratio": 0.5}}
+
+
+def _body_results(program):
+    """The names of the results of a program's step (its ``Scan``'s body)."""
+    scan_node = next(node for node in program.model.graph.node if node.op_type == "Scan")
+    body = next(a.g for a in scan_node.attribute if a.name == "body")
+    return {name for node in body.node for name in node.output}
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["gathered", "whole"])
+@pytest.mark.parametrize("padding", [10, 0], ids=["row layout", "call layout"])
+@pytest.mark.parametrize("penalty", list(SCARCE_CUMULATIVE))
+@pytest.mark.parametrize(("task", "loss"), [
+    case for case in CUMULATIVE_LOSSES if case[1] in LEAN_KINDS])
+def test_cumulative_l1_trains_in_the_sparse_program(monkeypatch, chunks, programs, task,
+                                                    loss, penalty, padding, whole):
+    """Sparse X with the cumulative L1 penalty: the sparse program applies it at the
+    features each batch stores only (columns stored by several rows of a batch, padding
+    slots and the padding rows of the short last batch left out), its q carried from
+    call to call: equal to the per-batch path to rounding, the same coefficients at
+    exactly zero, after a fit then two partial_fit calls (each starting u and q afresh),
+    in both layouts of the stored values, the rule at the gathered columns or on the
+    whole of W (kept where stored)."""
+    monkeypatch.setattr(batches, "STORED_ROWS_PADDING", padding)
+    monkeypatch.setattr(program_choice, "WHOLE_RULE_STORED", 0.0 if whole else np.inf)
+    y = Y_SCARCE[task]
+    classes = {"classes": np.unique(y)} if task != "regression" else {}
+
+    def train():
+        model = ESTIMATORS[task](max_iter=3, tol=None, random_state=0, loss=loss,
+                                 **SCARCE_CUMULATIVE[penalty]).fit(X_SCARCE, y)
+        for _ in range(2):
+            model.partial_fit(X_SCARCE, y, **classes)
+        return model
+
+    model = train()
+    assert programs == [LEAN_KINDS[loss]]
+    binding = transient(model.optimizer_).programs.binding
+    assert type(binding) is SparseLinearProgramRun
+    assert any(name.startswith("present_features")
+               for name in _body_results(binding.program)) == whole
+    assert len(chunks) == (3 + 2) * 4
+    loader = transient(model.optimizer_).loader[1]
+    assert (loader.stored_rows(np.float32) is None) == (padding == 0)
+    expected = _per_batch(monkeypatch, train)
+    _assert_same(_state(model), _state(expected), rtol=1e-5)
+    _same_zeros(model, expected)
 
 
 LEAN_CASES = [
@@ -796,12 +850,11 @@ def test_tol_on_the_objective_stops_where_the_per_batch_path_does(monkeypatch, c
     ("regression", {"penalty": "l1", "alpha": 0.1}),
     ("binary", {"penalty": "elasticnet", "alpha": 0.01, "l1_ratio": 0.5}),
 ], ids=["regression l1", "binary elasticnet"])
-@pytest.mark.parametrize("path", ["generic", "linear", "grouped"])
+@pytest.mark.parametrize("path", ["generic", "linear", "sparse linear", "grouped"])
 def test_tol_on_the_objective_with_the_cumulative_l1(monkeypatch, chunks, path, task,
                                                      params):
     """The same with the cumulative L1 penalty in the programs: their norms include the
-    L1 norm of the weights each step starts from (dense data: sparse data with it train
-    per batch)."""
+    L1 norm of the weights each step starts from."""
     _stops_as_per_batch(monkeypatch, chunks, path, task, params)
 
 

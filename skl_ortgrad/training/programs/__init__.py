@@ -76,7 +76,9 @@ over the shared :mod:`~skl_ortgrad.training.programs.steps` and
   ``GatherElements`` of :math:`W` at the columns, a product and a sum along each row, the
   update a ``ScatterElements`` that adds each value's step at its column (for the hinge
   loss, of the rows inside the margin only): its work follows the stored values, not the
-  columns.
+  columns. Its cumulative L1 step touches the step's stored columns only (gathered,
+  the rule applied, scattered back; or the rule on all of :math:`W`, kept where stored,
+  where batches store many values per feature), as scikit-learn's on sparse rows.
 
 Graphs only: nothing here creates an onnxruntime session or an OrtValue; the runtime
 binds the feeds (:mod:`skl_ortgrad.runtime.program_run`).
@@ -114,27 +116,20 @@ def linear_program(
     loss: str, n_features: int, steps: int, batch_rows: int,
     dtype: np.dtype | type = np.float32, l1: bool = False, l2: bool = False,
     threshold: float = 1.0, sparse: bool = False, n_outputs: int = 1, norms: bool = False,
-    cumulative: bool = False,
+    cumulative: bool = False, whole: bool = False,
 ) -> LinearProgram:
     """The linear program of ``steps`` steps: :func:`~skl_ortgrad.training.programs.
     linear.dense_linear_program`, or its sparse form (``sparse``, :func:`~skl_ortgrad.
     training.programs.sparse.sparse_linear_program`), whose arguments it takes
-    (``cumulative``: the dense form's).
+    (the same in both; ``whole``: the sparse form's).
 
     Memoized (64 programs): the same arguments give the same object, which callers only
     read (a grid search of small fits writes each program once).
-
-    Raises
-    ------
-    ValueError
-        For the sparse form with ``cumulative`` (sparse data with the cumulative L1
-        penalty train per batch).
     """
     arguments = {"dtype": dtype, "l1": l1, "l2": l2, "threshold": threshold,
                  "n_outputs": n_outputs, "norms": norms}
-    if not sparse:
-        return dense_linear_program(loss, n_features, steps, batch_rows,
-                                    cumulative=cumulative, **arguments)
-    if cumulative:
-        raise ValueError("The sparse linear program has no cumulative L1 penalty.")
-    return sparse_linear_program(loss, n_features, steps, batch_rows, **arguments)
+    if sparse:
+        return sparse_linear_program(loss, n_features, steps, batch_rows,
+                                     cumulative=cumulative, whole=whole, **arguments)
+    return dense_linear_program(loss, n_features, steps, batch_rows, cumulative=cumulative,
+                                **arguments)

@@ -78,6 +78,9 @@ class LinearProgram(PerStep):
     weights: tuple[str, ...] = ("coef", "intercept")
     new_weights: tuple[str, ...] = ("new_coef", "new_intercept")
     per_row = ("rows", "target", "step_weight")
+    #: The per-row inputs of integers, one per row whatever :math:`K`: the row indices
+    #: and (the sparse form with the cumulative L1 penalty) the values each row stores.
+    index_rows = ("rows", "stored_counts")
     features, values = "X", "values"
 
     @property
@@ -169,7 +172,7 @@ class LinearProgram(PerStep):
         b = self.batch_rows
         result = dict(zip(self.weights, views(weights, self.weight_shapes), strict=True))
         for name in self.per_row:
-            shape = (count, b) if name == "rows" else self._step_shape(count)
+            shape = (count, b) if name in self.index_rows else self._step_shape(count)
             result[name] = per_row[name][first * b:(first + count) * b].reshape(shape)
         result.update({name: table[name][first:first + count] for name, _, _ in self.scalars})
         return result
@@ -239,7 +242,8 @@ def intercept_update(step: StepGraph, u: str, by_rows: bool) -> str:
 #: The names of the inputs, outputs and constants of both forms, so that no node output
 #: takes one.
 RESERVED = {"X", "coef", "intercept", "new_coef", "new_intercept", "coef_applied",
-            "new_coef_applied", "rows", "target", "step_weight", "stored_columns",
+            "new_coef_applied", "rows", "target", "step_weight", "stored_counts",
+            "stored_columns",
             "stored_values", "values", "ones", "margin_threshold", "row_axis", "scale",
             "scaled_coef", "final_scale"}
 

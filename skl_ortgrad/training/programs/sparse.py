@@ -25,6 +25,7 @@ from skl_ortgrad.training.programs.scan import scan
 from skl_ortgrad.training.programs.steps import (
     SCALES,
     StepTemplate,
+    cumulative_l1,
     dims_of,
     proximal,
     step_norms,
@@ -44,6 +45,10 @@ class SparseLinearProgram(LinearProgram):
     (``[b, 1]``, the scores a sum along each row's values).
     """
 
+    #: The per-row inputs: the dense program's, then, with the cumulative L1 penalty,
+    #: the number of values each row stores (0 for padding rows; int64).
+    per_row: tuple[str, ...] = LinearProgram.per_row
+
     #: The stored values, one row a row: columns (int32) and values.
     stored = ("stored_columns", "stored_values")
     #: No features input: the stored values are fed instead.
@@ -52,10 +57,11 @@ class SparseLinearProgram(LinearProgram):
     @property
     def weight_shapes(self) -> list[tuple[int, ...]]:
         """``[d]`` and ``[1, 1]``: views of the caller's ``[d, 1]`` and ``[1]``; ``[d, K]``
-        and ``[1, K]`` for :math:`K` outputs."""
+        and ``[1, K]`` for :math:`K` outputs; :math:`q` as :math:`W`."""
         if self.n_outputs > 1:
             return super().weight_shapes
-        return [(self.n_features,), (1, 1)]
+        shapes = [(self.n_features,), (1, 1)]
+        return shapes + shapes[:1] * (len(self.weights) - 2)
 
     def _step_shape(self, count: int) -> tuple[int, ...]:
         return (count, self.batch_rows, self.n_outputs)
@@ -92,10 +98,82 @@ def _unscaled(graph: GraphProto, elem: int, dtype: np.dtype | type) -> None:
                                        name="unscaled"))
 
 
+def _cumulative_at_columns(step: StepGraph, coef: str, applied: str, columns: str,
+                           counts: str, outputs: int, dtype: np.dtype | type,
+                           constants: dict[str, np.ndarray],
+                           whole: bool) -> tuple[str, str]:
+    r"""The cumulative L1 penalty's step of :math:`W` (after the gradient's scatter) at
+    the features the batch stores only, as scikit-learn's on sparse rows: :math:`W`
+    and :math:`q` gathered at the ``[b, w]`` ``columns``, the rule of
+    :func:`~skl_ortgrad.training.programs.steps.cumulative_l1` applied there, the new
+    values scattered back (``ScatterElements``, ``ScatterND`` for :math:`K > 1`, no
+    reduction); return the new :math:`W` and :math:`q`. With ``whole``, the rule on all
+    of :math:`W` and :math:`q` instead, each column's result kept where the batch stores
+    the column (``Where``): the same values, cheaper where a batch stores more values
+    than there are features (3,200 values of 1,000 features, float64, one thread: about
+    98 -> 60 µs a step, measured, against 23 µs without the cumulative penalty).
+
+    A slot is stored when its rank in its row is below the row's ``counts`` (padding
+    slots and padding rows are not). A column's slots all read the same :math:`W`,
+    :math:`q` and compute the same values, so a column several rows store is written
+    once in effect; a padding slot (column 0) writes the rule's value where the batch
+    stores its column and the value it read otherwise, so it never contradicts a stored
+    one: ``present`` counts the stored slots of every column (a scatter of ``[d]``
+    zeros). ``constants`` receives the initializers it needs beyond the caller's.
+    """
+    emit = step.node
+    ranks = emit("Range", ["zero_rank", emit("Gather", [emit("Shape", [columns],
+                                                             "slots_shape"), "one_axis"],
+                                             "slots_per_row"), "one_rank"], "slot_ranks")
+    stored = emit("Less", [ranks, emit("Reshape", [counts, "count_layout"], "counts_by_row")],
+                  "stored_slots")
+    flat_columns = emit("Reshape", [columns, "flat_layout"], "all_flat_columns")
+    # [d] zeros of the weights' type (Shape's end: the features' axis only).
+    zeros = emit("ConstantOfShape", [emit("Shape", [applied], "feature_count", end=1)],
+                 "no_columns", value=numpy_helper.from_array(np.zeros(1, dtype=dtype)))
+    present = emit("ScatterElements", [zeros, flat_columns, emit("Reshape", [
+        emit("Cast", [stored], "stored_slot_values", to=onnx_dtype(dtype)), "flat_layout"],
+        "flat_stored_slots")], "present_columns", reduction="add")
+    if whole:
+        if outputs > 1:
+            constants["feature_layout"] = np.array([-1, 1])
+            present = emit("Reshape", [present, "feature_layout"], "present_by_feature")
+        at = emit("Greater", [present, "zero_value"], "present_features")
+        ruled_w, ruled_q = cumulative_l1(step, coef, applied, 2 if outputs > 1 else 1)
+        return tuple(emit("Where", [at, ruled, read], f"{read}_kept")
+                     for ruled, read in ((ruled_w, coef), (ruled_q, applied)))
+    if outputs > 1:
+        constants["last_axis"] = np.array([-1])
+        at = emit("Greater", [emit("Unsqueeze", [emit("Gather", [present, columns],
+                                                      "present_at_slots"), "last_axis"],
+                                   "present_by_slot"), "zero_value"], "present_slots")
+        w_at, q_at = (emit("Gather", [name, columns], f"{name}_at_slots")
+                      for name in (coef, applied))
+        rank = 3
+    else:
+        at = emit("Greater", [emit("GatherElements", [present, flat_columns],
+                                   "present_at_slots"), "zero_value"], "present_slots")
+        w_at, q_at = (emit("GatherElements", [name, flat_columns], f"{name}_at_slots")
+                      for name in (coef, applied))
+        rank = 1
+    ruled_w, ruled_q = cumulative_l1(step, w_at, q_at, rank)
+    new_w, new_q = (emit("Where", [at, ruled, read], f"{read}_kept")
+                    for ruled, read in ((ruled_w, w_at), (ruled_q, q_at)))
+    if outputs > 1:
+        # ScatterND's indices are int64, [b, w, 1].
+        indices = emit("Cast", [emit("Unsqueeze", [columns, "last_axis"], "slot_indices")],
+                       "slot_indices_int64", to=TensorProto.INT64)
+        return (emit("ScatterND", [coef, indices, new_w], "coef_penalized"),
+                emit("ScatterND", [applied, indices, new_q], "applied_penalized"))
+    return (emit("ScatterElements", [coef, flat_columns, new_w], "coef_penalized"),
+            emit("ScatterElements", [applied, flat_columns, new_q], "applied_penalized"))
+
+
 def sparse_linear_program(
     loss: str, n_features: int, steps: int, batch_rows: int,
     dtype: np.dtype | type = np.float32, l1: bool = False, l2: bool = False,
     threshold: float = 1.0, n_outputs: int = 1, norms: bool = False,
+    cumulative: bool = False, whole: bool = False,
 ) -> SparseLinearProgram:
     r"""The sparse form of :func:`~skl_ortgrad.training.programs.linear.dense_linear_program`
     (same arguments, same per-loss residual :math:`u`).
@@ -115,7 +193,14 @@ def sparse_linear_program(
     With the L2 decay alone, :math:`W = aV`: the decay multiplies the scalar :math:`a`
     and the update of :math:`V` is divided by it, so no step multiplies all of
     :math:`W` (at 500k columns, 291 -> 154 µs per step, measured); :math:`aV` is
-    formed once after the call's steps.
+    formed once after the call's steps (not with ``cumulative``, whose rule reads
+    :math:`W`).
+
+    With ``cumulative``, the cumulative L1 penalty's step after the gradient's scatter,
+    at the step's stored columns only (:func:`_cumulative_at_columns`, on the ``whole``
+    of :math:`W` kept where stored with ``whole``), its :math:`q` a
+    third weight and each row's count of stored values a fourth per-row input
+    (``stored_counts``, 0 for padding rows).
 
     With :math:`K` outputs, :math:`W` ``[d, K]`` gathers ``[b, w, K]`` rows, the values
     are laid out ``[b, w, 1]`` and the steps scattered (``ScatterND``) ``[b, w, K]``.
@@ -134,9 +219,10 @@ def sparse_linear_program(
         "flat_layout": np.array([-1], dtype=np.int64),
         "stored_layout": np.array([b, -1, 1] if outputs > 1 else [b, -1], dtype=np.int64)}
     # With the L2 decay alone: W = a V, the decay multiplies the scalar a, so no step
-    # writes all of W twice (the decay, then the update).
-    scaled = l2 and not l1
-    columns = emit("Gather", [stored_columns, rows], "columns", axis=0)
+    # writes all of W twice (the decay, then the update). Not with the cumulative L1
+    # penalty, whose rule works on W.
+    scaled = l2 and not l1 and not cumulative
+    columns = all_columns = emit("Gather", [stored_columns, rows], "columns", axis=0)
     values = emit("Gather", [stored_values, rows], "values_of_rows", axis=0)
     if outputs > 1:
         # W [d, K] gathers [b, w, K] rows; the values [b, w, 1].
@@ -153,7 +239,7 @@ def sparse_linear_program(
     if scaled:
         dots = emit("Mul", [dots, SCALE], "scaled_dots")
     s = emit("Add", [dots, intercept], "score")
-    extra = step_norms(step, [coef], l1, l2) if norms else []
+    extra = step_norms(step, [coef], l1 or cumulative, l2) if norms else []
     if norms and scaled:
         # W = a V: the norms are V's; a is the state the step starts from (as a scalar,
         # as the norms).
@@ -195,17 +281,31 @@ def sparse_linear_program(
             start, flat_columns, emit("Reshape", [steps_at, "flat_layout"], "flat_steps")],
             "coef_stepped", reduction="add")
     new_intercept = intercept_update(step, u, True)
+    weights, new_weights, per_row = p.weights, p.new_weights, p.per_row
+    if cumulative:
+        weights, new_weights = (*weights, "coef_applied"), (*new_weights, "new_coef_applied")
+        per_row = (*per_row, "stored_counts")
+        constants.update({
+            "zero_rank": np.zeros((), dtype=np.int64), "one_rank": np.ones((), np.int64),
+            "one_axis": np.ones((), dtype=np.int64), "count_layout": np.array([b, 1]),
+            "zero_value": np.zeros((), dtype=dtype)})
+        new_coef, new_applied = _cumulative_at_columns(
+            step, new_coef, weights[2], all_columns, per_row[3], outputs, dtype, constants,
+            whole)
+    coef_shape = [n_features, outputs] if outputs > 1 else [n_features]
     template = StepTemplate(
         nodes=step.nodes,
         initializers=[numpy_helper.from_array(v, name) for name, v in constants.items()],
         data=[value_info(rows, TensorProto.INT64, [b]), value_info(target, elem, row_shape),
-              value_info(step_weight, elem, row_shape)],
+              value_info(step_weight, elem, row_shape),
+              *([value_info(per_row[3], TensorProto.INT64, [b])] if cumulative else [])],
         scalars=step.scalar_inputs(),
-        weights=[value_info(coef, elem, [n_features, outputs] if outputs > 1
-                            else [n_features]),
+        weights=[value_info(coef, elem, coef_shape),
                  value_info(intercept, elem, [1, outputs]),
+                 *(value_info(name, elem, coef_shape) for name in weights[2:]),
                  *([value_info(SCALE, elem, [1])] if scaled else [])],
-        new_weights=[new_coef, new_intercept, *([new_scale] if scaled else [])],
+        new_weights=[new_coef, new_intercept, *([new_scale] if scaled else []),
+                     *([new_applied] if cumulative else [])],
         loss=row_values, loss_shape=tuple(row_shape), elem=elem, opsets=[("", OPSET)],
         ir_version=IR_VERSION, extra=extra,
     )
@@ -217,9 +317,10 @@ def sparse_linear_program(
                      losses=p.values, dataset=dataset)
         _unscaled(graph, elem, dtype)
     else:
-        graph = scan(template, list(p.new_weights), losses=p.values, dataset=dataset)
+        graph = scan(template, list(new_weights), losses=p.values, dataset=dataset)
     return p(
         model=linear_model(graph), loss=loss, threshold=float(threshold), steps=int(steps),
         batch_rows=b, n_features=int(n_features), scalars=template.scalars,
         dtype=np.dtype(dtype), n_outputs=outputs, norms=tuple(name for name, _, _ in extra),
+        weights=weights, new_weights=new_weights, per_row=per_row,
     )
