@@ -226,13 +226,14 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
     def _loss(self) -> BaseLearningLoss:
         return sgd_loss(self.loss, self.epsilon)
 
-    def _training_objects(self, batch_size: int, mean_weight: float) -> tuple[Any, Any, Any]:
+    def _training_objects(self, batch_size: int, mean_weight: float,
+                          sparse: bool) -> tuple[Any, Any, Any]:
         loss = self._loss()
         self._check_loss(loss)
         rate = sgd_learning_rate(
-            {name: getattr(self, name) for name in ("learning_rate", "eta0", "power_t", "alpha")},
-            loss, batch_size, self._stable_step, mean_weight,
-        )
+            {name: getattr(self, name)
+             for name in ("learning_rate", "eta0", "power_t", "alpha", "fit_intercept")},
+            loss, batch_size, self._stable_step, mean_weight, sparse)
         return rate, loss, self._penalty(batch_size)
 
     def _check_loss(self, loss: BaseLearningLoss) -> None:
