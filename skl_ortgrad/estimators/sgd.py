@@ -186,7 +186,7 @@ _SGD_PARAMETERS_DOC = """
     l1_ratio : float, default=0.15
         Share of L1 in 'elasticnet'.
     fit_intercept : bool, default=True
-        Train the intercept (else it stays at 0, or at ``intercept_init``).
+        Train the intercept (else kept at 0 or ``intercept_init``), its step times 0.01 on sparse X.
     max_iter, tol, shuffle, verbose, epsilon, random_state, eta0, power_t, early_stopping,
     validation_fraction, n_iter_no_change, warm_start :
         As in scikit-learn. ``verbose=1`` shows a progress bar over the epochs of ``fit``

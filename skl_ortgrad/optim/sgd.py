@@ -189,8 +189,11 @@ class LearningRateSGD(BaseLearningRate):
 
         def step(eta: float) -> None:
             for w, g, f, tmp in triples:
-                # eta * f in Python floats (float32 weights stay float32).
-                np.multiply(g, eta * f, out=tmp)
+                np.multiply(g, eta, out=tmp)
+                if f != 1.0:
+                    # (eta g) f, scikit-learn's order (update * intercept_decay), the
+                    # linear program's too: the same rounding.
+                    np.multiply(tmp, f, out=tmp)
                 np.subtract(w, tmp, out=w)
 
         return step

@@ -486,7 +486,7 @@ def test_step_factors_scale_each_weights_step(dtype):
     packed = rng.randn(5).astype(dtype)
     weights, gradients = [packed[:4].reshape(2, 2), packed[4:]], [
         rng.randn(2, 2).astype(dtype), rng.randn(1).astype(dtype)]
-    expected = [w - dtype(0.1 * f) * g
+    expected = [w - g * dtype(0.1) * dtype(f)
                 for w, g, f in zip(weights, gradients, (1.0, 0.01), strict=True)]
     rate = LearningRateSGD(learning_rate="constant", step_factors=(1.0, 0.01))
     rate.stepper(weights, gradients, [])(0.1)
