@@ -201,7 +201,9 @@ SGD: dict[str, Entry] = {
         for data already centered. On sparse ``X`` (a call's data), the intercept's step
         is damped as scikit-learn's (``intercept_decay``):
         :math:`b \\leftarrow b - 0.01\\, \\eta_t\\, \\partial L / \\partial b`, the
-        coefficients' step unchanged; averaged SGD averages the damped intercept.
+        coefficients' step unchanged; averaged SGD averages the damped intercept. (A
+        ``learning_rate`` object is used as given: ``LearningRateSGD(step_factors=...)``
+        sets the factors.)
     """),
     "max_iter": entry("int", """
         Most epochs (passes over the training data) of ``fit``, as in scikit-learn; a

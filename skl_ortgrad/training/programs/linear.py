@@ -274,7 +274,7 @@ def dense_linear_program(
       (:func:`exact_step_function`), a comparison and a ``Cast`` otherwise;
 
     then :math:`W \leftarrow D_W - u X_B` (:math:`D_W` the penalty's proximal step of
-    :math:`W`, as in :func:`generic_program`) and :math:`b \leftarrow b - f u 1` (one
+    :math:`W`, as in :func:`generic_program`) and :math:`b \leftarrow b - u f` (one
     ``Gemm`` each; :math:`f` the ``intercept_step``, :func:`intercept_update`), then
     with ``cumulative`` the cumulative L1 penalty's step of :math:`W`
     (:func:`~skl_ortgrad.training.programs.steps.cumulative_l1`), its state :math:`q` a
