@@ -235,9 +235,11 @@ class BaseOnnxEstimator(InferenceMixin, ValidationSplitMixin, MemoizedParamNames
     _partial_fit_early_stopping = "early_stopping should be False with partial_fit"
 
     @abstractmethod
-    def _training_objects(self, batch_size: int, mean_weight: float) -> tuple[Any, Any, Any]:
+    def _training_objects(self, batch_size: int, mean_weight: float,
+                          sparse: bool) -> tuple[Any, Any, Any]:
         """(learning rate, loss, penalty) of the parameters, for mini-batches of
-        ``batch_size`` rows whose sample weights average ``mean_weight``."""
+        ``batch_size`` rows whose sample weights average ``mean_weight``, of sparse
+        features or not (``sparse``)."""
 
     @abstractmethod
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
@@ -524,7 +526,8 @@ class BaseOnnxEstimator(InferenceMixin, ValidationSplitMixin, MemoizedParamNames
             self._restart_schedule()
         batch_size = self._resolved_batch_size(X.shape[0])
         mean_weight = 1.0 if sample_weight is None else float(np.mean(sample_weight))
-        rate, loss, penalty = self._training_objects(batch_size, mean_weight)
+        rate, loss, penalty = self._training_objects(batch_size, mean_weight,
+                                                      sp.issparse(X))
         optimizer.configure(
             learning_rate=rate,
             learning_loss=loss,

@@ -145,10 +145,11 @@ class _BaseOnnxGradient(BaseOnnxEstimator):
         self.dtype = dtype
         self.backend = backend
 
-    def _training_objects(self, batch_size: int, mean_weight: float) -> tuple[Any, Any, Any]:
+    def _training_objects(self, batch_size: int, mean_weight: float,
+                          sparse: bool) -> tuple[Any, Any, Any]:
         """``learning_rate``, ``loss`` and ``penalty`` through the training objects'
         ``select`` (None: the defaults of :meth:`_default_rate`, :meth:`_default_loss`
-        and no penalty)."""
+        and no penalty), alike for sparse and dense features."""
         if self.learning_rate is None:
             rate = self._default_rate()
         elif isinstance(self.learning_rate, numbers.Real):

@@ -158,7 +158,8 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
             return ScaledLearningRate(rate, per_epoch=True)
         return rate
 
-    def _training_objects(self, batch_size: int, mean_weight: float) -> tuple[Any, Any, Any]:
+    def _training_objects(self, batch_size: int, mean_weight: float,
+                          sparse: bool) -> tuple[Any, Any, Any]:
         r"""The rate of :meth:`_rate`, the loss, and scikit-learn's MLP L2 term
         :math:`\frac{\alpha}{2} \sum \|W\|^2` of every batch's loss.
 
@@ -168,7 +169,7 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
         none for :math:`\alpha = 0`).
         L-BFGS minimizes the mean loss of all the rows plus :math:`\frac{\alpha}{2 n}
         \sum \|W\|^2` (``batch_size`` is then every row), its gradient added to the
-        loss gradient.
+        loss gradient. Sparse features train as dense ones (scikit-learn's MLPs).
         """
         if self.solver == "lbfgs":
             rows = max(batch_size * mean_weight, 1e-12)

@@ -198,7 +198,12 @@ SGD: dict[str, Entry] = {
     """),
     "fit_intercept": entry("bool", """
         Train the intercept :math:`b`; False keeps it at 0 (or at ``intercept_init``),
-        for data already centered.
+        for data already centered. On sparse ``X`` (a call's data), the intercept's step
+        is damped as scikit-learn's (``intercept_decay``):
+        :math:`b \\leftarrow b - 0.01\\, \\eta_t\\, \\partial L / \\partial b`, the
+        coefficients' step unchanged; averaged SGD averages the damped intercept. (A
+        ``learning_rate`` object is used as given: ``LearningRateSGD(step_factors=...)``
+        sets the factors.)
     """),
     "max_iter": entry("int", """
         Most epochs (passes over the training data) of ``fit``, as in scikit-learn; a

@@ -186,7 +186,7 @@ _SGD_PARAMETERS_DOC = """
     l1_ratio : float, default=0.15
         Share of L1 in 'elasticnet'.
     fit_intercept : bool, default=True
-        Train the intercept (else it stays at 0, or at ``intercept_init``).
+        Train the intercept (else kept at 0 or ``intercept_init``), its step times 0.01 on sparse X.
     max_iter, tol, shuffle, verbose, epsilon, random_state, eta0, power_t, early_stopping,
     validation_fraction, n_iter_no_change, warm_start :
         As in scikit-learn. ``verbose=1`` shows a progress bar over the epochs of ``fit``
@@ -226,13 +226,14 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
     def _loss(self) -> BaseLearningLoss:
         return sgd_loss(self.loss, self.epsilon)
 
-    def _training_objects(self, batch_size: int, mean_weight: float) -> tuple[Any, Any, Any]:
+    def _training_objects(self, batch_size: int, mean_weight: float,
+                          sparse: bool) -> tuple[Any, Any, Any]:
         loss = self._loss()
         self._check_loss(loss)
         rate = sgd_learning_rate(
-            {name: getattr(self, name) for name in ("learning_rate", "eta0", "power_t", "alpha")},
-            loss, batch_size, self._stable_step, mean_weight,
-        )
+            {name: getattr(self, name)
+             for name in ("learning_rate", "eta0", "power_t", "alpha", "fit_intercept")},
+            loss, batch_size, self._stable_step, mean_weight, sparse)
         return rate, loss, self._penalty(batch_size)
 
     def _check_loss(self, loss: BaseLearningLoss) -> None:

@@ -133,9 +133,14 @@ def sgd_penalty(
     )
 
 
+#: scikit-learn's ``SPARSE_INTERCEPT_DECAY``: on sparse data, the intercept's step is
+#: multiplied by it (``intercept_decay`` of ``make_dataset`` and ``_plain_sgd``).
+SPARSE_INTERCEPT_DECAY = 0.01
+
+
 def sgd_learning_rate(
     params: dict[str, Any], loss: BaseLearningLoss, rows: int, stable_step: float,
-    mean_weight: float = 1.0,
+    mean_weight: float = 1.0, sparse: bool = False,
 ) -> BaseLearningRate:
     r"""The learning-rate object of an SGD estimator's parameters for batches of ``rows``.
 
@@ -143,7 +148,7 @@ def sgd_learning_rate(
     ----------
     params : dict
         ``learning_rate`` (a schedule name or an object, returned as is), ``eta0``,
-        ``power_t`` and ``alpha``.
+        ``power_t``, ``alpha`` and ``fit_intercept``.
     loss : BaseLearningLoss
         The loss trained, for the cap.
     rows : int
@@ -155,6 +160,10 @@ def sgd_learning_rate(
         :math:`\bar s`, the mean sample weight: a batch's gradient is the sum of the
         weighted rows' over :math:`b`, about :math:`\bar s` times the mean gradient, so
         the cap is divided by it.
+    sparse : bool
+        The features are sparse: with ``params['fit_intercept']``, the intercept's step
+        is multiplied by ``SPARSE_INTERCEPT_DECAY`` (plain SGD's ``step_factors``
+        ``(1.0, 0.01)``), as scikit-learn's SGD does on sparse data.
 
     Raises
     ------
@@ -173,17 +182,19 @@ def sgd_learning_rate(
             "'invscaling', 'constant' or 'adaptive'."
         )
     alpha = float(params["alpha"])
+    factors = (1.0, SPARSE_INTERCEPT_DECAY) if sparse and params["fit_intercept"] else None
     if schedule == "optimal":
         if alpha == 0:
             raise ValueError(
                 "alpha must be > 0 since learning_rate is 'optimal'. alpha is used to "
                 "compute the optimal learning rate."
             )
-        rate = LearningRateSGD.scikit_learn_optimal(alpha)
+        rate = LearningRateSGD.scikit_learn_optimal(alpha, step_factors=factors)
     else:
         rate = LearningRateSGD(
             eta0=float(params["eta0"]), power_t=float(params["power_t"]),
             learning_rate="constant" if schedule == "adaptive" else schedule,
+            step_factors=factors,
         )
     max_eta = None
     if rows > 1:

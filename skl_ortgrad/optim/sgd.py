@@ -3,7 +3,7 @@ scikit-learn's schedules (:mod:`skl_ortgrad.optim.schedules`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 import onnx
@@ -21,11 +21,11 @@ class LearningRateSGD(BaseLearningRate):
     r"""Plain stochastic gradient descent with scikit-learn's step size schedules.
 
     Update rule, for every weight :math:`w` with gradient :math:`g` of the mini-batch's
-    mean loss:
+    mean loss, and the weight's step factor :math:`f` (1 unless ``step_factors`` says):
 
     .. math::
 
-        w \leftarrow w - \eta_t\, g
+        w \leftarrow w - \eta_t\, f\, g
 
     Parameters
     ----------
@@ -51,6 +51,12 @@ class LearningRateSGD(BaseLearningRate):
         :math:`\ell'(-\tau, 1) \le 0` (the loss decreases as the score moves towards the
         label), hence :math:`\eta_{init} = \tau`: :meth:`scikit_learn_optimal` builds that
         schedule (what the estimators use for ``learning_rate='optimal'``).
+    step_factors : tuple of float, optional
+        One factor :math:`f_i > 0` per trained weight, in the trainer's order, multiplying
+        that weight's step; None (default): 1 for every weight. The SGD estimators give
+        ``(1.0, 0.01)`` (coefficients, intercept) on sparse data: scikit-learn's
+        ``intercept_decay`` (``SPARSE_INTERCEPT_DECAY``), which damps the intercept's
+        step on sparse data only.
 
     Notes
     -----
@@ -70,11 +76,16 @@ class LearningRateSGD(BaseLearningRate):
         alpha: float = 0.0001,
         power_t: float = 0.25,
         learning_rate: str = "invscaling",
+        step_factors: tuple[float, ...] | None = None,
     ) -> None:
         self.eta0 = eta0
         self.alpha = alpha
         self.power_t = power_t
         self.learning_rate = learning_rate
+        self.step_factors = step_factors
+
+    #: What rates pickled before the parameter existed read (release 0.1.0's).
+    step_factors: tuple[float, ...] | None = None
 
     # ------------------------------------------------------------------ checks
     def _validate(self) -> None:
@@ -92,6 +103,10 @@ class LearningRateSGD(BaseLearningRate):
             )
         if self.learning_rate == "invscaling" and not finite(self.power_t):
             raise ValueError(f"power_t must be a finite number, got {self.power_t!r}.")
+        if self.step_factors is not None and not all(
+                positive(factor) for factor in self.step_factors):
+            raise ValueError(
+                f"step_factors must be finite numbers > 0, got {self.step_factors!r}.")
 
     # ------------------------------------------------------------------ schedule
     def eta(self, t: int) -> float:
@@ -128,10 +143,12 @@ class LearningRateSGD(BaseLearningRate):
         return schedules.optimal(ts, self.eta0, self.alpha)
 
     @classmethod
-    def scikit_learn_optimal(cls, alpha: float = 0.0001) -> LearningRateSGD:
+    def scikit_learn_optimal(cls, alpha: float = 0.0001,
+                             step_factors: tuple[float, ...] | None = None) -> LearningRateSGD:
         r"""scikit-learn's ``learning_rate='optimal'``: the ``'optimal'`` schedule started
         at :math:`\eta_0 = \tau = \sqrt{1/\sqrt{\alpha}}` (see the class docstring)."""
-        return cls(eta0=schedules.typical_eta0(alpha), alpha=alpha, learning_rate="optimal")
+        return cls(eta0=schedules.typical_eta0(alpha), alpha=alpha, learning_rate="optimal",
+                   step_factors=step_factors)
 
     # ------------------------------------------------------------------ update
     def init_state(self, weights: list[np.ndarray]) -> list[np.ndarray]:
@@ -145,27 +162,53 @@ class LearningRateSGD(BaseLearningRate):
         gradients: list[np.ndarray],
         state: list[np.ndarray],
     ) -> Callable[[float], None]:
-        r"""Return ``step(eta)`` applying :math:`w \leftarrow w - \eta g` in place.
+        r"""Return ``step(eta)`` applying :math:`w \leftarrow w - \eta f g` in place.
 
         Validated here, once; ``step`` uses one preallocated temporary per weight (one
-        for all when they are packed, :func:`segments`). ``state`` is unused (``[]``,
-        see :meth:`init_state`).
+        for all when they are packed and share one factor, :func:`segments`). ``state``
+        is unused (``[]``, see :meth:`init_state`).
+
+        Raises
+        ------
+        ValueError
+            If ``step_factors`` does not hold one factor per weight.
         """
         self._validate()
         check_lists(weights, gradients)
-        triples = [(w, g, np.empty_like(g)) for w, g in segments(weights, gradients)]
+        factors = self.step_factors
+        if factors is not None and len(factors) != len(weights):
+            raise ValueError(f"step_factors holds {len(factors)} factors for "
+                             f"{len(weights)} trained weights.")
+        if factors is None or len(set(factors)) == 1:
+            factor = 1.0 if factors is None else float(factors[0])
+            pairs = [(w, g, factor) for w, g in segments(weights, gradients)]
+        else:
+            pairs = [(w, g, float(f)) for w, g, f in zip(weights, gradients, factors,
+                                                         strict=True)]
+        triples = [(w, g, f, np.empty_like(g)) for w, g, f in pairs]
 
         def step(eta: float) -> None:
-            for w, g, tmp in triples:
+            for w, g, f, tmp in triples:
                 np.multiply(g, eta, out=tmp)
+                if f != 1.0:
+                    # (eta g) f, scikit-learn's order (update * intercept_decay), the
+                    # linear program's too: the same rounding.
+                    np.multiply(tmp, f, out=tmp)
                 np.subtract(w, tmp, out=w)
 
         return step
 
+    def update_key(self) -> Hashable:
+        """The rule, and its step factors where given (the linear program writes them)."""
+        if self.step_factors is None:
+            return super().update_key()
+        return type(self).__qualname__, tuple(float(f) for f in self.step_factors)
+
     def emit_update(
         self, graph: StepGraph, weight: str, gradient: str, state: Sequence[str], rank: int,
     ) -> tuple[str, list[str]]:
-        r""":math:`w - \eta g` (see :meth:`BaseLearningRate.emit_update`)."""
+        r""":math:`w - \eta g` (see :meth:`BaseLearningRate.emit_update`); a rate with
+        ``step_factors`` runs per batch or in the linear program only."""
         move = graph.node("Mul", [gradient, graph.scalar("eta", rank)], f"{weight}_move")
         return graph.node("Sub", [weight, move], f"{weight}_stepped"), []
 

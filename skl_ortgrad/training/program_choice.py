@@ -306,11 +306,19 @@ class ProgramCache:
         linear_program`, 6 to 11 nodes instead of the gradient graph's 30-odd; equal to
         rounding in float32, not bit for bit) where it computes the same function
         (:func:`lean_loss`), else the engine's static gradient graph plus the updates
-        (:func:`~skl_ortgrad.training.programs.generic_program`).
+        (:func:`~skl_ortgrad.training.programs.generic_program`); plain SGD with
+        ``step_factors`` only in the linear program, and there only as a factor of the
+        intercept's step.
         """
-        # The linear program writes plain SGD's update itself.
+        # The linear program writes plain SGD's update itself, with a step factor of the
+        # intercept (its second weight) if any; the generic program writes none.
+        factors = update.step_factors if isinstance(update, LearningRateSGD) else None
         lean = (lean_loss(setup, state, penalized, l1 or l2 or cumulative)
-                if type(update).stepper is LearningRateSGD.stepper else None)
+                if type(update).stepper is LearningRateSGD.stepper
+                and (factors is None or (len(factors) == 2 and float(factors[0]) == 1.0))
+                else None)
+        if lean is None and factors is not None:
+            return None
         # The sparse program's columns are int32.
         if sparse and (lean is None or state.weights[0].shape[0] > np.iinfo(np.int32).max):
             return None
@@ -323,6 +331,7 @@ class ProgramCache:
                     size, dtype=state.weights[0].dtype, l1=l1, l2=l2,
                     threshold=getattr(setup.loss, "threshold", 1.0), sparse=sparse,
                     n_outputs=n_outputs, norms=norms, cumulative=cumulative, whole=whole,
+                    intercept_step=1.0 if factors is None else float(factors[1]),
                 )
             else:
                 program = generic_program(

@@ -18,7 +18,7 @@ from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.preprocessing import StandardScaler
 
 from skl_ortgrad import OnnxMLPClassifier, OnnxMLPRegressor, OnnxSGDClassifier, OnnxSGDRegressor
-from skl_ortgrad.runtime.program_run import LinearProgramRun, ProgramRun
+from skl_ortgrad.runtime.program_run import LinearProgramRun, ProgramRun, SparseLinearProgramRun
 from skl_ortgrad.training.caches import transient
 
 
@@ -186,6 +186,47 @@ def test_cumulative_l1_penalty_on_sparse_data_is_scikit_learns(ours, theirs, loa
         model.partial_fit(X, y, **extra)
     np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
     np.testing.assert_array_equal(model.coef_ == 0, reference.coef_ == 0)
+
+
+@pytest.mark.parametrize("params", [{}, {"average": True}, {"penalty": "elasticnet"}],
+                         ids=["plain", "average", "elasticnet"])
+@pytest.mark.parametrize(("ours", "theirs", "load"), [
+    (OnnxSGDClassifier, SGDClassifier, load_breast_cancer),
+    (OnnxSGDClassifier, SGDClassifier, load_iris),
+    (OnnxSGDRegressor, SGDRegressor, load_diabetes)],
+    ids=["binary", "multiclass", "regressor"])
+def test_sparse_intercept_decay_is_scikit_learns(ours, theirs, load, params):
+    """Sparse X with the intercept, per sample in float64: the intercept's step times
+    scikit-learn's ``intercept_decay`` (0.01, plain SGD's ``step_factors``; averaged
+    SGD averages the damped intercept), scikit-learn's coefficients and intercepts
+    after a fit and partial_fit calls, in the sparse program (averaging: per batch).
+    Dense X keeps the undamped step. The averaged classifiers are compared after the fit
+    only: scikit-learn's binary classifier does not keep its standard intercept once
+    the average starts (``_standard_intercept`` stays 0), from which its partial_fit
+    restarts, on dense data as well."""
+    X, y = _sparse_scaled(load, 150)
+    y = y if ours is OnnxSGDClassifier else (y - 150) / 80
+    params = {"alpha": 0.05, "shuffle": False, "max_iter": 5, "tol": None, "eta0": 0.01,
+              "learning_rate": "constant", **params}
+    reference = theirs(**params).fit(X, y)
+    model = ours(**params, batch_size=1, dtype=np.float64).fit(X, y)
+    binding = transient(model.optimizer_).programs.binding
+    assert (binding is None if "average" in params
+            else type(binding) is SparseLinearProgramRun)
+    extra = {"classes": np.unique(y)} if ours is OnnxSGDClassifier else {}
+    calls = 1 if "average" in params and ours is OnnxSGDClassifier else 3
+    for call in range(calls):
+        if call:
+            reference.partial_fit(X, y, **extra)
+            model.partial_fit(X, y, **extra)
+        np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(model.intercept_, reference.intercept_, rtol=1e-10,
+                                   atol=1e-12)
+    assert model.optimizer_.learning_rate.learning_rate.step_factors == (1.0, 0.01)
+    dense = ours(**params, batch_size=1, dtype=np.float64).fit(X.toarray(), y)
+    assert dense.optimizer_.learning_rate.learning_rate.step_factors is None
+    np.testing.assert_allclose(dense.intercept_, theirs(**params).fit(X.toarray(), y)
+                               .intercept_, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize(("ours", "theirs", "load", "seed"), [

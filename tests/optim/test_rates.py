@@ -450,6 +450,8 @@ def test_stepper_equals_successive_update_weights(rate, dtype):
     (LearningRateSGD, {"eta0": -1.0}, "eta0 must be a finite number > 0"),
     (LearningRateSGDNesterov, {"momentum": 1.5}, "momentum must be in"),
     (LearningRateAdam, {"beta1": 1.0}, "beta1 must be a number in"),
+    (LearningRateSGD, {"step_factors": (0.0,)}, "step_factors must be finite numbers > 0"),
+    (LearningRateSGD, {"step_factors": (1.0, 0.01)}, "step_factors holds 2 factors for 1"),
 ])
 def test_stepper_validates_when_built(klass, params, message):
     # set_params bypasses __init__'s check: the stepper checks again.
@@ -472,3 +474,28 @@ def test_update_weights_takes_eta_as_a_python_float():
     rate.update_weights([by_float], [gradient], [], float(eta))
     np.testing.assert_array_equal(by_numpy, by_float)
     np.testing.assert_array_equal(by_float, weights - np.float32(eta) * gradient)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_step_factors_scale_each_weights_step(dtype):
+    """Plain SGD's ``step_factors`` (scikit-learn's ``intercept_decay``):
+    :math:`w_i \\leftarrow w_i - \\eta f_i g_i`, in the weights' dtype, packed weights
+    too; the factors are part of the rate's parameters, pickles and update key, and a
+    rate pickled before they existed reads None (every factor 1)."""
+    rng = np.random.RandomState(0)
+    packed = rng.randn(5).astype(dtype)
+    weights, gradients = [packed[:4].reshape(2, 2), packed[4:]], [
+        rng.randn(2, 2).astype(dtype), rng.randn(1).astype(dtype)]
+    expected = [w - g * dtype(0.1) * dtype(f)
+                for w, g, f in zip(weights, gradients, (1.0, 0.01), strict=True)]
+    rate = LearningRateSGD(learning_rate="constant", step_factors=(1.0, 0.01))
+    rate.stepper(weights, gradients, [])(0.1)
+    for got, want in zip(weights, expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == dtype
+    copy = pickle.loads(pickle.dumps(rate))
+    assert copy.get_params()["step_factors"] == (1.0, 0.01)
+    assert copy.update_key() != LearningRateSGD().update_key()
+    del copy.__dict__["step_factors"]
+    assert copy.step_factors is None
+    assert copy.update_key() == LearningRateSGD().update_key()

@@ -34,6 +34,7 @@ from skl_ortgrad import (
     OnnxSGDRegressor,
     SquareLearningLoss,
 )
+from skl_ortgrad.estimators.sgd import _BaseOnnxSGD
 from skl_ortgrad.optim.scaled import ScaledLearningRate
 from skl_ortgrad.runtime import batches
 from skl_ortgrad.runtime.program_run import (
@@ -516,6 +517,18 @@ def _sparse(dense: np.ndarray) -> sp.csr_matrix:
 X_SPARSE = _sparse(X)
 
 
+def _with_sparse_rule(monkeypatch, call):
+    """``call()`` with the SGD estimators training any data as sparse data: the
+    intercept's step damped (scikit-learn's ``intercept_decay``), so that dense rows
+    train as the same rows sparse."""
+    original = _BaseOnnxSGD._training_objects
+
+    def damped(self, batch_size, mean_weight, sparse):
+        return original(self, batch_size, mean_weight, True)
+
+    return called_with(monkeypatch, _BaseOnnxSGD, "_training_objects", damped, call)
+
+
 @pytest.mark.parametrize(("task", "params"), [
     *LEAN_CASES, *MULTICLASS_CASES[:-1],
     ("binary", {"class_weight": {0: 1.0, 1: 3.0}, "dtype": np.float64}),
@@ -524,9 +537,10 @@ X_SPARSE = _sparse(X)
 def test_sparse_linear_models_train_in_the_sparse_program(monkeypatch, chunks, programs,
                                                           task, params):
     """Sparse X: the linear models train in the program's sparse form, every batch of
-    the epoch (the short last one padded), equal to rounding to the program on the same
-    rows dense and to the per-batch path (dense batches, the gradient graph): fit, then
-    partial_fit. The perceptron is compared to the dense program only: its margins tie
+    the epoch (the short last one padded), the intercept's step damped (scikit-learn's
+    ``intercept_decay``), equal to rounding to the program on the same rows dense with
+    the same damping and to the per-batch path (dense batches, the gradient graph): fit,
+    then partial_fit. The perceptron is compared to the dense program only: its margins tie
     at 0 on the empty rows, where rounding decides the step, and the two paths' intercepts
     round differently. Class weights run in float64 (to 1e-10): in float32 the
     one-vs-rest intercepts of the per-batch path, summed in another order, drift 5e-5
@@ -542,7 +556,8 @@ def test_sparse_linear_models_train_in_the_sparse_program(monkeypatch, chunks, p
     assert type(transient(model.optimizer_).programs.binding) is SparseLinearProgramRun
     assert len(chunks) == 4 * 4
     rtol = 1e-10 if params.get("dtype") == np.float64 else 1e-5
-    _assert_same(_state(model), _state(train(X_SPARSE.toarray())), rtol=rtol)
+    _assert_same(_state(model), _state(_with_sparse_rule(
+        monkeypatch, lambda: train(X_SPARSE.toarray()))), rtol=rtol)
     assert len(chunks) == 2 * 4 * 4 and programs[-1] == programs[0]
     if model.loss != "perceptron":
         _assert_same(_state(model), _state(_per_batch(monkeypatch, train)), rtol=rtol)
@@ -583,7 +598,8 @@ def test_sparse_stored_values_laid_out_by_row(monkeypatch, chunks):
 
 def test_sparse_program_reads_the_matrix_of_each_call(monkeypatch, chunks):
     """partial_fit on one sparse matrix, then on another of the same shape (the loader
-    refilled: the row layout of the second, made anew): as on the same rows dense."""
+    refilled: the row layout of the second, made anew): as on the same rows dense (the
+    intercept's step damped alike)."""
     monkeypatch.setattr(batches, "STORED_ROWS_PADDING", 10)  # the row layout
     other = _sparse(X[::-1] * 0.5)
 
@@ -596,8 +612,8 @@ def test_sparse_program_reads_the_matrix_of_each_call(monkeypatch, chunks):
     assert type(transient(model.optimizer_).programs.binding) is SparseLinearProgramRun
     assert len(chunks) == 2 * 4
     assert transient(model.optimizer_).loader[1].stored_rows(np.float32) is not None
-    _assert_same(_state(model), _state(train(X_SPARSE.toarray(), other.toarray())),
-                 rtol=1e-5)
+    _assert_same(_state(model), _state(_with_sparse_rule(
+        monkeypatch, lambda: train(X_SPARSE.toarray(), other.toarray()))), rtol=1e-5)
 
 
 def test_sparse_data_out_of_the_linear_program_runs_per_batch(chunks, programs):

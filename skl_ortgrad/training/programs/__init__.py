@@ -116,7 +116,7 @@ def linear_program(
     loss: str, n_features: int, steps: int, batch_rows: int,
     dtype: np.dtype | type = np.float32, l1: bool = False, l2: bool = False,
     threshold: float = 1.0, sparse: bool = False, n_outputs: int = 1, norms: bool = False,
-    cumulative: bool = False, whole: bool = False,
+    cumulative: bool = False, whole: bool = False, intercept_step: float = 1.0,
 ) -> LinearProgram:
     """The linear program of ``steps`` steps: :func:`~skl_ortgrad.training.programs.
     linear.dense_linear_program`, or its sparse form (``sparse``, :func:`~skl_ortgrad.
@@ -127,7 +127,7 @@ def linear_program(
     read (a grid search of small fits writes each program once).
     """
     arguments = {"dtype": dtype, "l1": l1, "l2": l2, "threshold": threshold,
-                 "n_outputs": n_outputs, "norms": norms}
+                 "n_outputs": n_outputs, "norms": norms, "intercept_step": intercept_step}
     if sparse:
         return sparse_linear_program(loss, n_features, steps, batch_rows,
                                      cumulative=cumulative, whole=whole, **arguments)

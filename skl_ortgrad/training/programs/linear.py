@@ -231,28 +231,32 @@ def residual_nodes(step: StepGraph, loss: str, score: str, threshold: float,
 
 
 def intercept_update(step: StepGraph, u: str, by_rows: bool) -> str:
-    r""":math:`b \leftarrow b - u 1` (:math:`u` ``[1, b]``), or :math:`b - 1^\top U`
-    (``by_rows``: :math:`U` ``[b, K]``), one ``Gemm`` with the ``ones`` constant."""
+    r""":math:`b \leftarrow b - u f` (:math:`u` ``[1, b]``), or :math:`b - f^\top U`
+    (``by_rows``: :math:`U` ``[b, K]``), one ``Gemm`` with the ``intercept_steps``
+    constant :math:`f`, every entry the intercept's step factor (1 but for plain SGD's
+    ``step_factors``): a tensor of the weights' type, where ``Gemm``'s ``alpha``, a
+    float32 attribute, would round scikit-learn's 0.01 in float64 programs."""
     intercept = LinearProgram.weights[1]
     if by_rows:
-        return step.node("Gemm", ["ones", u, intercept], "intercept_stepped", alpha=-1.0)
-    return step.node("Gemm", [u, "ones", intercept], "intercept_stepped", alpha=-1.0)
+        return step.node("Gemm", ["intercept_steps", u, intercept], "intercept_stepped",
+                         alpha=-1.0)
+    return step.node("Gemm", [u, "intercept_steps", intercept], "intercept_stepped",
+                     alpha=-1.0)
 
 
 #: The names of the inputs, outputs and constants of both forms, so that no node output
 #: takes one.
 RESERVED = {"X", "coef", "intercept", "new_coef", "new_intercept", "coef_applied",
             "new_coef_applied", "rows", "target", "step_weight", "stored_counts",
-            "stored_columns",
-            "stored_values", "values", "ones", "margin_threshold", "row_axis", "scale",
-            "scaled_coef", "final_scale"}
+            "stored_columns", "stored_values", "values", "intercept_steps",
+            "margin_threshold", "row_axis", "scale", "scaled_coef", "final_scale"}
 
 
 def dense_linear_program(
     loss: str, n_features: int, steps: int, batch_rows: int,
     dtype: np.dtype | type = np.float32, l1: bool = False, l2: bool = False,
     threshold: float = 1.0, n_outputs: int = 1, norms: bool = False,
-    cumulative: bool = False,
+    cumulative: bool = False, intercept_step: float = 1.0,
 ) -> LinearProgram:
     r"""The program of ``steps`` steps of a linear model, written by hand, on rows.
 
@@ -270,10 +274,11 @@ def dense_linear_program(
       (:func:`exact_step_function`), a comparison and a ``Cast`` otherwise;
 
     then :math:`W \leftarrow D_W - u X_B` (:math:`D_W` the penalty's proximal step of
-    :math:`W`, as in :func:`generic_program`) and :math:`b \leftarrow b - u 1` (one
-    ``Gemm`` each), then with ``cumulative`` the cumulative L1 penalty's step of
-    :math:`W` (:func:`~skl_ortgrad.training.programs.steps.cumulative_l1`), its state
-    :math:`q` a third weight. Nodes per step: 6 (squared error), 7 (log loss) or 7
+    :math:`W`, as in :func:`generic_program`) and :math:`b \leftarrow b - u f` (one
+    ``Gemm`` each; :math:`f` the ``intercept_step``, :func:`intercept_update`), then
+    with ``cumulative`` the cumulative L1 penalty's step of :math:`W`
+    (:func:`~skl_ortgrad.training.programs.steps.cumulative_l1`), its state :math:`q` a
+    third weight. Nodes per step: 6 (squared error), 7 (log loss) or 7
     (hinge; 8 for the perceptron's threshold 0 and in float64), plus 1 for L2, 2 for L1,
     9 for the cumulative L1. Sample weights cost nothing: they are in :math:`c`.
 
@@ -305,6 +310,9 @@ def dense_linear_program(
     cumulative : bool
         Emit the cumulative L1 penalty after the step (scikit-learn's; its total
         :math:`u_j` fed per step, ``l1_total``, :math:`q` an input and an output).
+    intercept_step : float
+        :math:`f`, the factor of the intercept's step (plain SGD's ``step_factors``:
+        scikit-learn's ``intercept_decay``, 0.01 on sparse data).
 
     Returns
     -------
@@ -322,7 +330,8 @@ def dense_linear_program(
     coef, intercept = p.weights
     rows, target, step_weight = p.per_row
     constants: dict[str, np.ndarray] = {
-        "ones": np.ones((1, b) if outputs > 1 else (b, 1), dtype=dtype)}
+        "intercept_steps": np.full((1, b) if outputs > 1 else (b, 1), intercept_step,
+                                   dtype=dtype)}
     batch = emit("Gather", [p.features, rows], "batch", axis=0)
     s = (emit("Gemm", [batch, coef, intercept], "score") if outputs > 1
          else emit("Gemm", [coef, batch, intercept], "score", transB=1))

@@ -173,7 +173,7 @@ def sparse_linear_program(
     loss: str, n_features: int, steps: int, batch_rows: int,
     dtype: np.dtype | type = np.float32, l1: bool = False, l2: bool = False,
     threshold: float = 1.0, n_outputs: int = 1, norms: bool = False,
-    cumulative: bool = False, whole: bool = False,
+    cumulative: bool = False, whole: bool = False, intercept_step: float = 1.0,
 ) -> SparseLinearProgram:
     r"""The sparse form of :func:`~skl_ortgrad.training.programs.linear.dense_linear_program`
     (same arguments, same per-loss residual :math:`u`).
@@ -215,7 +215,8 @@ def sparse_linear_program(
     rows, target, step_weight = p.per_row
     stored_columns, stored_values = p.stored
     constants: dict[str, np.ndarray] = {
-        "ones": np.ones((1, b), dtype=dtype), "row_axis": np.ones(1, dtype=np.int64),
+        "intercept_steps": np.full((1, b), intercept_step, dtype=dtype),
+        "row_axis": np.ones(1, dtype=np.int64),
         "flat_layout": np.array([-1], dtype=np.int64),
         "stored_layout": np.array([b, -1, 1] if outputs > 1 else [b, -1], dtype=np.int64)}
     # With the L2 decay alone: W = a V, the decay multiplies the scalar a, so no step
