@@ -118,34 +118,6 @@ def test_averaged_sgd_keeps_scikit_learns_standard_and_average_weights(ours, the
     assert not any(hasattr(model, name) for name in ("_standard_coef", "_average_coef"))
 
 
-@pytest.mark.parametrize("penalty", ["l1", "elasticnet"])
-@pytest.mark.parametrize(("ours", "theirs", "load"), [
-    (OnnxSGDClassifier, SGDClassifier, load_breast_cancer),
-    (OnnxSGDClassifier, SGDClassifier, load_iris),
-    (OnnxSGDRegressor, SGDRegressor, load_diabetes)],
-    ids=["binary", "multiclass", "regressor"])
-def test_cumulative_l1_penalty_is_scikit_learns(ours, theirs, load, penalty):
-    """Per sample in float64, 'l1' and 'elasticnet' give scikit-learn's weights, exact
-    zeros included, after a fit and after partial_fit calls (each starting its totals
-    afresh, as scikit-learn's), trained by the linear program (its cumulative L1 step)."""
-    X, y = _scaled(load, 150)
-    y = y if ours is OnnxSGDClassifier else (y - 150) / 80
-    params = {"penalty": penalty, "alpha": 0.01, "shuffle": False, "max_iter": 5,
-              "tol": None, "eta0": 0.01, "learning_rate": "constant"}
-    reference = theirs(**params).fit(X, y)
-    model = ours(**params, batch_size=1, dtype=np.float64).fit(X, y)
-    assert type(transient(model.optimizer_).programs.binding) is LinearProgramRun
-    np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
-    np.testing.assert_array_equal(model.coef_ == 0, reference.coef_ == 0)
-    extra = {"classes": np.unique(y)} if ours is OnnxSGDClassifier else {}
-    for _ in range(2):
-        reference.partial_fit(X, y, **extra)
-        model.partial_fit(X, y, **extra)
-    np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
-    if penalty == "l1" and load is not load_diabetes:
-        assert (reference.coef_ == 0).any()
-
-
 def _sparse_scaled(load, rows):
     """:func:`_scaled` with 70% of the values zero, as CSR, and two values stored as
     explicit zeros (scikit-learn's sparse loop visits them: they count as present)."""
@@ -156,36 +128,36 @@ def _sparse_scaled(load, rows):
     return X, y
 
 
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
 @pytest.mark.parametrize("penalty", ["l1", "elasticnet"])
 @pytest.mark.parametrize(("ours", "theirs", "load"), [
     (OnnxSGDClassifier, SGDClassifier, load_breast_cancer),
     (OnnxSGDClassifier, SGDClassifier, load_iris),
     (OnnxSGDRegressor, SGDRegressor, load_diabetes)],
     ids=["binary", "multiclass", "regressor"])
-def test_cumulative_l1_penalty_on_sparse_data_is_scikit_learns(ours, theirs, load, penalty):
-    """Sparse X, per sample in float64: the cumulative L1 step touches the features the
-    row stores only (the others catch up when they next appear), scikit-learn's weights
-    and exact zeros after a fit and partial_fit calls. Without the intercept
-    (scikit-learn damps its step on sparse data), so per batch: the sparse program,
-    which needs the intercept, is compared to the per-batch path in
-    tests/training/test_optimizer_program.py."""
-    X, y = _sparse_scaled(load, 150)
+def test_cumulative_l1_penalty_is_scikit_learns(ours, theirs, load, penalty, sparse):
+    """Per sample in float64, 'l1' and 'elasticnet' give scikit-learn's weights, exact
+    zeros included, after a fit and after partial_fit calls (each starting its totals
+    afresh, as scikit-learn's), trained by the linear program (its cumulative L1 step).
+    On sparse X the step touches the features the row stores only (the others catch up
+    when they next appear), in the sparse program."""
+    X, y = _sparse_scaled(load, 150) if sparse else _scaled(load, 150)
     y = y if ours is OnnxSGDClassifier else (y - 150) / 80
-    params = {"penalty": penalty, "alpha": 0.05, "shuffle": False, "max_iter": 5,
-              "tol": None, "eta0": 0.01, "learning_rate": "constant",
-              "fit_intercept": False}
+    params = {"penalty": penalty, "alpha": 0.05 if sparse else 0.01, "shuffle": False,
+              "max_iter": 5, "tol": None, "eta0": 0.01, "learning_rate": "constant"}
     reference = theirs(**params).fit(X, y)
     model = ours(**params, batch_size=1, dtype=np.float64).fit(X, y)
-    np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
-    np.testing.assert_array_equal(model.coef_ == 0, reference.coef_ == 0)
-    if penalty == "l1":
-        assert (reference.coef_ == 0).any()
+    assert type(transient(model.optimizer_).programs.binding) is (
+        SparseLinearProgramRun if sparse else LinearProgramRun)
     extra = {"classes": np.unique(y)} if ours is OnnxSGDClassifier else {}
-    for _ in range(2):
-        reference.partial_fit(X, y, **extra)
-        model.partial_fit(X, y, **extra)
-    np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
-    np.testing.assert_array_equal(model.coef_ == 0, reference.coef_ == 0)
+    for call in range(3):
+        if call:
+            reference.partial_fit(X, y, **extra)
+            model.partial_fit(X, y, **extra)
+        np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
+        np.testing.assert_array_equal(model.coef_ == 0, reference.coef_ == 0)
+    if penalty == "l1" and (sparse or load is not load_diabetes):
+        assert (reference.coef_ == 0).any()
 
 
 @pytest.mark.parametrize("params", [{}, {"average": True}, {"penalty": "elasticnet"}],
