@@ -21,7 +21,8 @@ def _mapping(array):
 
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_a_large_array_is_mapped_as_np_empty_lays_it_out(order, dtype):
+def test_a_large_array_is_mapped_as_np_empty_lays_it_out(order, dtype, monkeypatch):
+    monkeypatch.setattr(memory, "_kept", [])  # a new map, not one kept from before
     shape = (POPULATE_BYTES // np.dtype(dtype).itemsize // 8 + 3, 8)
     array = populated_empty(shape, dtype, order)
     expected = np.empty(shape, dtype=dtype, order=order)
@@ -47,7 +48,8 @@ def test_without_map_populate_numpy_allocates(monkeypatch):
     assert _mapping(array) is None and array.shape == (POPULATE_BYTES // 4,)
 
 
-def test_the_map_is_released_with_the_array():
+def test_the_map_is_released_with_the_array(monkeypatch):
+    monkeypatch.setattr(memory, "REUSE_BYTES", POPULATE_BYTES - 1)  # too large to keep
     array = populated_empty((POPULATE_BYTES,), np.uint8)
     mapping = weakref.ref(_mapping(array))
     view = array[10:]
@@ -55,3 +57,28 @@ def test_the_map_is_released_with_the_array():
     assert mapping() is not None  # a view keeps it
     del view
     assert mapping() is None
+
+
+def test_the_last_map_serves_the_next_array_of_its_size_once_unused(monkeypatch):
+    """A map of at most REUSE_BYTES is kept when its array goes, and given to the next
+    request of the same size (a stream of blocks of one shape maps once); never while a
+    view of its array lives, and a request of another size maps anew."""
+    monkeypatch.setattr(memory, "_kept", [])
+    shape = (POPULATE_BYTES // 4,)
+    first = populated_empty(shape, np.float32)
+    first[:] = 7.0
+    mapping = _mapping(first)
+    view = first[5:]
+    del first
+    second = populated_empty(shape, np.float32)  # a view of the first lives: a new map
+    second_mapping = _mapping(second)
+    assert second_mapping is not mapping and not second.any()
+    del view, second
+    third = populated_empty((POPULATE_BYTES // 8, 2), np.float32, "F")  # the same size
+    assert _mapping(third) is second_mapping  # the last map made, unused now
+    del third
+    other = populated_empty((POPULATE_BYTES // 4 + 1,), np.float32)
+    kept = _mapping(other)
+    del other
+    again = populated_empty((POPULATE_BYTES // 4 + 1,), np.float32)
+    assert _mapping(again) is kept
