@@ -49,7 +49,7 @@ def test_without_map_populate_numpy_allocates(monkeypatch):
 
 
 def test_the_map_is_released_with_the_array(monkeypatch):
-    monkeypatch.setattr(memory, "REUSE_BYTES", POPULATE_BYTES - 1)  # too large to keep
+    monkeypatch.setattr(memory, "KEPT_MAPPINGS", 0)
     array = populated_empty((POPULATE_BYTES,), np.uint8)
     mapping = weakref.ref(_mapping(array))
     view = array[10:]
@@ -82,3 +82,9 @@ def test_the_last_map_serves_the_next_array_of_its_size_once_unused(monkeypatch)
     del other
     again = populated_empty((POPULATE_BYTES // 4 + 1,), np.float32)
     assert _mapping(again) is kept
+
+
+def test_an_array_beyond_reuse_bytes_is_numpy_s(monkeypatch):
+    monkeypatch.setattr(memory, "REUSE_BYTES", POPULATE_BYTES)
+    array = populated_empty((POPULATE_BYTES // 4 + 1,), np.float32)
+    assert _mapping(array) is None and array.shape == (POPULATE_BYTES // 4 + 1,)
