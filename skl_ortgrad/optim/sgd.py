@@ -76,6 +76,7 @@ class LearningRateSGD(BaseLearningRate):
         alpha: float = 0.0001,
         power_t: float = 0.25,
         learning_rate: str = "invscaling",
+        *,
         step_factors: tuple[float, ...] | None = None,
     ) -> None:
         self.eta0 = eta0

@@ -52,11 +52,16 @@ def constructor_repr(obj: Any) -> str:
     included (``LearningRateSGD(eta0=0.01, ..., learning_rate='invscaling')``), where
     scikit-learn's repr sorts the names and leaves the defaults out. Learning objects
     nested in ``obj`` are shown the same way; long values are cut (:func:`_argument_repr`).
+    Keyword-only arguments (after ``*``: skl_ortgrad's own, beyond the seed's
+    constructor, such as ``LearningRateSGD``'s ``step_factors``) are shown only where
+    they differ from their default, so that the seed's objects print as the seed's.
     """
     signature = inspect.signature(type(obj).__init__)
     names = [name for name, parameter in signature.parameters.items()
              if name != "self" and parameter.kind not in (parameter.VAR_POSITIONAL,
-                                                          parameter.VAR_KEYWORD)]
+                                                          parameter.VAR_KEYWORD)
+             and not (parameter.kind == parameter.KEYWORD_ONLY
+                      and getattr(obj, name) == parameter.default)]
     arguments = ", ".join(f"{name}={_argument_repr(getattr(obj, name))}" for name in names)
     return f"{type(obj).__name__}({arguments})"
 

@@ -21,7 +21,10 @@ from skl_ortgrad import (
 from skl_ortgrad.graph.cut import select_model_output
 from skl_ortgrad.graph.model import TARGET_OPSET
 from skl_ortgrad.training.caches import transient
-from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
+from skl_ortgrad.training.optimizers_partial import (
+    OrtGradientForwardBackwardOptimizer,
+    constructor_repr,
+)
 from skl_ortgrad.training.sgd_learning_rate import LearningRateSGD
 
 
@@ -391,6 +394,15 @@ def test_untyped_output_takes_its_type_from_shape_inference(linear_onnx, regress
     broken.graph.node[0].op_type = "NotAnOperator"
     with pytest.raises(ValueError, match="no element type and ONNX shape inference cannot"):
         OrtGradientForwardBackwardOptimizer(broken, ["coef"], max_iter=1).fit(X, y)
+
+
+def test_repr_shows_skl_ortgrad_s_own_keyword_arguments_only_when_set():
+    """``step_factors`` (keyword-only, not the seed's) stays out of the seed's repr at its
+    default, and shows where it is set."""
+    assert constructor_repr(LearningRateSGD(eta0=0.5)) == (
+        "LearningRateSGD(eta0=0.5, alpha=0.0001, power_t=0.25, learning_rate='invscaling')")
+    assert constructor_repr(LearningRateSGD(step_factors=(1.0, 0.01))).endswith(
+        "learning_rate='invscaling', step_factors=(1.0, 0.01))")
 
 
 def test_repr_is_the_seeds(linear_onnx):
