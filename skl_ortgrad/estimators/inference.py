@@ -11,8 +11,7 @@ run while it is in cache, without a copy of ``X``. Where the score is linear in 
 makes its score NaN or infinite, whatever the weights (:math:`0 \\times \\infty` is NaN),
 and a few thousand outputs are cheaper to check than ``X``; the graph then casts the
 block itself (a ``Cast`` first, :meth:`InferenceMixin._session`), which rounds as numpy
-does but releases the GIL, where numpy's ``copyto`` holds it: threads cast in parallel.
-Otherwise numpy casts each block into a buffer it reuses, whose row sums are checked.
+does. Otherwise numpy casts each block into a buffer it reuses, whose row sums are checked.
 
 The blocks are shared among threads by the size of the input
 (:func:`~skl_ortgrad.runtime.blocks.block_threads`), each taking the next block when it is
@@ -180,8 +179,7 @@ class InferenceMixin:
         model's. Its outputs include the score wherever the graph computes it (the
         linear path checks ``X`` through it). With ``cast_from``, it reads ``X`` in
         that dtype and casts it first (onnxruntime's ``Cast`` rounds as numpy's cast
-        does, and releases the GIL: threads then cast in parallel, which numpy's
-        ``copyto`` does not). Built once per template and its copies, which share their
+        does). Built once per template and its copies, which share their
         sessions (:meth:`~skl_ortgrad.estimators.base.Template.copy`), from the
         process-wide cache."""
         template = self._template_
