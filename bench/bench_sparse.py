@@ -49,6 +49,7 @@ from threadpoolctl import threadpool_limits
 
 from skl_ortgrad import OnnxSGDClassifier
 from skl_ortgrad.runtime.options import session_options
+from skl_ortgrad.training.programs.steps import value_info
 
 N_DOCUMENTS = 10_000 if QUICK else 75_000
 HELD_OUT = 0.2
@@ -166,9 +167,6 @@ def _floor_scan(width: int, rows: int, scatter: bool) -> Any:
     and the rows' scores (``Mul``, ``ReduceSum``); with ``scatter``, it also adds a step
     at those columns (``Mul`` by the scores, ``ScatterElements`` with ``reduction="add"``),
     the update any sparse step needs. No loss, no rate, no penalty, no padding."""
-    def info(name: str, elem: int, shape: list[Any]) -> Any:
-        return helper.make_tensor_value_info(name, elem, shape)
-
     f, i32, i64 = TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64
     # Without the scatter, the weights are an outer input every step reads as it is.
     w = "w_b" if scatter else "w"
@@ -179,28 +177,28 @@ def _floor_scan(width: int, rows: int, scatter: bool) -> Any:
              helper.make_node("Reshape", ["w_flat", "laid_out"], ["w_at"]),
              helper.make_node("Mul", ["w_at", "batch"], ["products"]),
              helper.make_node("ReduceSum", ["products", "row_axis"], ["score"])]
-    outputs = [info("score", f, [rows, 1])]
+    outputs = [value_info("score", f, [rows, 1])]
     if scatter:
         nodes += [helper.make_node("Mul", ["batch", "score"], ["steps"]),
                   helper.make_node("Reshape", ["steps", "flat"], ["flat_steps"]),
                   helper.make_node("ScatterElements", [w, "flat_at", "flat_steps"],
                                    ["w_new"], reduction="add")]
-        outputs.insert(0, info("w_new", f, [width]))
+        outputs.insert(0, value_info("w_new", f, [width]))
     constants = [helper.make_tensor("flat", i64, [1], [-1]),
                  helper.make_tensor("laid_out", i64, [2], [rows, -1]),
                  helper.make_tensor("row_axis", i64, [1], [1])]
-    body = helper.make_graph(nodes, "step", [*([info(w, f, [width])] if scatter else []),
-                                             info("rows_b", i64, [rows])],
+    body = helper.make_graph(nodes, "step", [*([value_info(w, f, [width])] if scatter else []),
+                                             value_info("rows_b", i64, [rows])],
                              outputs, constants)
     scan = helper.make_node("Scan", [*(["w"] if scatter else []), "rows"],
                             [*(["w_out"] if scatter else []), "scores"], body=body,
                             num_scan_inputs=1)
     graph = helper.make_graph(
         [scan], "sparse_floor",
-        [info("w", f, [width]), info("columns", i32, [None, STORED]),
-         info("values", f, [None, STORED]), info("rows", i64, [None, rows])],
-        [*([info("w_out", f, [width])] if scatter else []),
-         info("scores", f, [None, rows, 1])])
+        [value_info("w", f, [width]), value_info("columns", i32, [None, STORED]),
+         value_info("values", f, [None, STORED]), value_info("rows", i64, [None, rows])],
+        [*([value_info("w_out", f, [width])] if scatter else []),
+         value_info("scores", f, [None, rows, 1])])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)],
                              ir_version=10)
 
