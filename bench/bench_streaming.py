@@ -6,11 +6,12 @@ distribution: ``X ~ N(0, 1)``, a regression target :math:`y = Xw + 0.5\\,\\varep
 and a class label :math:`[Xw + 0.5\\,\\varepsilon > 0]`. One ``partial_fit`` per block,
 at the defaults but the loss: ``OnnxSGDClassifier(loss="log_loss")`` against
 ``SGDClassifier(loss="log_loss")``, and ``OnnxSGDRegressor()`` against ``SGDRegressor()``
-(squared error). scikit-learn trains on float64 as it is; ours casts every block to its
-float32 graph. The first block (with ``classes``) builds the estimators; then every
-contender receives the same blocks in the same order, in interleaved rounds, one thread
-everywhere. ``N_BLOCKS`` distinct blocks are drawn and sent in turn, so that no call
-sees the array of the call before.
+(squared error). scikit-learn trains on float64 as it is; ours computes in float32: its
+first call casts and checks the block, the next ones read the float64 rows as given (the
+linear program casts each batch it gathers). The first block (with ``classes``) builds
+the estimators; then every contender receives the same blocks in the same order, in
+interleaved rounds, one thread everywhere. ``N_BLOCKS`` distinct blocks are drawn and
+sent in turn, so that no call sees the array of the call before.
 """
 
 from __future__ import annotations

@@ -17,7 +17,10 @@ The cast and the sums go block by block, each block summed while it is in cache
 (:mod:`~skl_ortgrad.runtime.blocks`): one pass over ``X`` for the cast and the checks
 together.
 ``predict`` goes further: it casts, checks and runs block by block without casting all of
-``X`` (:mod:`~skl_ortgrad.estimators.inference`), from :func:`validate_unchecked`.
+``X`` (:mod:`~skl_ortgrad.estimators.inference`), from :func:`validate_unchecked`; so does
+a ``partial_fit`` that continues a linear model (``rows_as_given``): the linear training
+program casts the rows it reads, and a call that does not end finite runs again checked
+(:meth:`~skl_ortgrad.estimators.base.BaseOnnxEstimator._train`).
 
 Numpy arrays of floats with numeric 1-D targets, the common case, skip ``validate_data``
 itself (:func:`_validated_plainly`): for them it only checks shapes, dtypes and the
@@ -44,14 +47,21 @@ from sklearn.utils.validation import validate_data
 from skl_ortgrad.estimators.dtype_range import check_dtype_range, describe_position, position
 from skl_ortgrad.runtime.blocks import block_rows, share_blocks
 from skl_ortgrad.runtime.memory import populated_empty
+from skl_ortgrad.training.inputs import reads_as_given
 
 
 def validate_finite_data(estimator: Any, X: Any, y: Any = "no_validation",
-                         graph_dtype: Any = None, **params: Any) -> tuple[Any, Any]:
+                         graph_dtype: Any = None, rows_as_given: bool = False,
+                         **params: Any) -> tuple[Any, Any]:
     """``validate_data(estimator, X, y, **params)``: the same result and the same errors,
     the finiteness of a dense ``X`` checked by its row sums (see the module); with
     ``graph_dtype``, also the range of ``X`` in it (``check_dtype_range``'s error) and
     ``X`` cast to it.
+
+    With ``rows_as_given``, a C-contiguous float ``X`` is neither cast nor checked
+    (:func:`~skl_ortgrad.training.inputs.reads_as_given`): the linear training program
+    casts the rows it reads if need be, and the caller checks ``X`` only when the call
+    does not end finite (the check then raises, or finds a divergence).
 
     ``params`` must not set ``ensure_all_finite``: ``X`` is always required finite, as
     scikit-learn's default; ``y`` is checked by ``validate_data`` itself.
@@ -62,10 +72,13 @@ def validate_finite_data(estimator: Any, X: Any, y: Any = "no_validation",
         What ``validate_data`` returns: ``X``, or ``(X, y)``.
     graph_X : numpy.ndarray or None
         With ``graph_dtype``, a dense ``X`` as that dtype (``X`` itself when it is
-        already), checked; None without ``graph_dtype`` or for a sparse ``X``.
+        already), checked; None without ``graph_dtype`` or for a sparse ``X``; ``X``
+        itself, unchecked, where ``rows_as_given`` applies.
     """
     result = validate_unchecked(estimator, X, y, **params)
     checked = result if isinstance(y, str) and y == "no_validation" else result[0]
+    if rows_as_given and reads_as_given(checked, graph_dtype):
+        return result, checked
     graph_X, finite = _cast_checked(checked, graph_dtype)
     if not finite:
         refuse_non_finite(estimator, checked, graph_dtype)

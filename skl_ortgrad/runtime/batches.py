@@ -92,7 +92,9 @@ class MiniBatchLoader:
     ----------
     arrays : sequence of numpy.ndarray (the first may be scipy sparse)
         ``X``, then the other per-row arrays (labels, sample weights), all with the same
-        number of rows. Dense arrays must already have the dtype the graph expects.
+        number of rows. Dense arrays must already have the dtype the graph expects, but
+        ``X`` for a caller that reads its rows from :attr:`features` only (the linear
+        training program, which casts the rows it reads if need be).
     batch_size : int
         Rows per batch; the last batch of an epoch may be smaller.
     shuffle : bool
@@ -153,7 +155,10 @@ class MiniBatchLoader:
         self._starts = np.array([start for start, _ in self._bounds], dtype=np.intp)
         self._dense = [a for a in self._sources if not sp.issparse(a)]
         if shuffle:
-            self._buffers = [np.empty_like(a, order="C") for a in self._dense]
+            # Each epoch fills them; the labels and weights start as given (small), so
+            # that the totals computed below read no uninitialized memory.
+            self._buffers = [np.empty_like(a, order="C") if a is self._sources[0]
+                             else np.array(a, order="C") for a in self._dense]
         else:
             self._buffers = [np.ascontiguousarray(a) for a in self._dense]
         if self._sparse:
@@ -172,7 +177,9 @@ class MiniBatchLoader:
             None if weight_index is None else weight_index - (1 if self._sparse else 0)
         )
         self.totals = np.empty(len(self._bounds), dtype=np.float64)
-        self._scales = np.empty(len(self._bounds), dtype=arrays[0].dtype)
+        # The labels' type, the graph's: the features may be read as given, of another
+        # type (the linear training program casts the rows it reads).
+        self._scales = np.empty(len(self._bounds), dtype=arrays[min(1, len(arrays) - 1)].dtype)
         self._update_scales()
 
     def __len__(self) -> int:

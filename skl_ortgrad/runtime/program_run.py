@@ -50,6 +50,10 @@ class ProgramRun:
     """
 
     needs_features = True
+    #: Whether the call's rows were not checked (read as given; set at every call by
+    #: ``ProgramCache.bound``): a non-finite loss is then raised, not replayed batch by
+    #: batch, for the caller to check them.
+    unchecked = False
 
     def __init__(self, program: Any, session: InferenceSession,
                  loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:

@@ -4,7 +4,9 @@ An epoch runner raises :class:`Diverged` at a non-finite batch loss (before any 
 non-finite weights at the end of an epoch, and :class:`TornUpdate` when any other exception
 interrupted an update half-way; the trainer restores the start of the epoch in both cases
 and raises :class:`~skl_ortgrad.ConvergenceError` (with :func:`divergence_message`) or the
-original exception.
+original exception. On features read as given, unchecked, a non-finite loss (or no
+program that reads them) raises :class:`UncheckedRows` instead, for the caller to check
+them and run the call again.
 """
 
 from __future__ import annotations
@@ -37,6 +39,23 @@ class Diverged(Exception):
 
 class TornUpdate(Exception):
     """An exception (its ``__cause__``) interrupted an update half-way."""
+
+
+class UncheckedRows(Exception):
+    """The call cannot train on its features as given: dense rows not checked, which
+    only the linear training program reads (casting each batch where the model computes
+    in another type).
+
+    Raised before any update where no such program runs the call (``permanent``: none
+    will for this model and configuration), and at a non-finite loss of the program,
+    where a NaN or infinity of ``X`` (or a value beyond float32) would not be told from a
+    divergence. The estimator puts everything back, checks and casts ``X``, and runs the
+    call again: the result, or the error, of a call on checked input.
+    """
+
+    def __init__(self, permanent: bool) -> None:
+        super().__init__(permanent)
+        self.permanent = permanent
 
 
 def mean(loss: float, total: float) -> float:

@@ -37,7 +37,7 @@ from skl_ortgrad.runtime.batches import MiniBatchLoader
 from skl_ortgrad.runtime.program_run import LinearProgramRun, ProgramRun
 from skl_ortgrad.runtime.random_state import rewinder
 from skl_ortgrad.training.averaging import Averager
-from skl_ortgrad.training.divergence import Diverged, TornUpdate, mean
+from skl_ortgrad.training.divergence import Diverged, TornUpdate, UncheckedRows, mean
 from skl_ortgrad.training.interrupt import DeferredInterrupt
 from skl_ortgrad.training.program_choice import penalty_scalars
 from skl_ortgrad.training.progress import BatchProgress
@@ -372,6 +372,11 @@ class ProgramEpoch(PerBatchEpoch):
             if bad is None:
                 chunk += len(starts)
                 continue
+            if program.unchecked:
+                # Perhaps X's own NaN, which the per-batch replay would take for a
+                # divergence (and may not read these rows): the caller checks X and
+                # runs the call again.
+                raise UncheckedRows(permanent=False)
             self._rewind(starts[bad])
             chunk += bad
             first, count = program.chunks[chunk]

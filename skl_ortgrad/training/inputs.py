@@ -8,9 +8,23 @@ from typing import Any
 import numpy as np
 
 
-def as_arrays(X: Any, y: Any, sample_weight: Any, dtype: np.dtype) -> tuple[list[Any], bool]:
+def reads_as_given(X: Any, dtype: Any) -> bool:
+    """Whether the linear training program can read the rows of ``X`` as they are for a
+    model computing in ``dtype`` (float32 or float64): a C-contiguous 2-D numpy array of
+    float32 or float64 (of another type than the model's, every batch is cast as it is
+    gathered, as numpy's cast rounds)."""
+    floats = (np.float32, np.float64)
+    return (type(X) is np.ndarray and X.ndim == 2 and X.dtype in floats
+            and X.flags.c_contiguous and np.dtype(dtype) in floats)
+
+
+def as_arrays(X: Any, y: Any, sample_weight: Any, dtype: np.dtype,
+              rows_as_given: bool = False) -> tuple[list[Any], bool]:
     """Cast the data to ``dtype`` and the graph's shapes: ``([X, y(, sample_weight)],
-    weighted)``, ``y`` as a column when 1-D, ``X`` dense or sparse as given.
+    weighted)``, ``y`` as a column when 1-D, ``X`` dense or sparse as given; with
+    ``rows_as_given``, a dense ``X`` the linear program reads as it is
+    (:func:`reads_as_given`) is not cast (see
+    :meth:`~skl_ortgrad.training.trainer.Trainer.cast`).
 
     Raises
     ------
@@ -22,7 +36,8 @@ def as_arrays(X: Any, y: Any, sample_weight: Any, dtype: np.dtype) -> tuple[list
             f"X must be a 2-D array or sparse matrix, got {getattr(X, 'ndim', type(X))} "
             "dimension(s); reshape a single feature with X.reshape(-1, 1)."
         )
-    X = X.astype(dtype, copy=False)
+    if not (rows_as_given and reads_as_given(X, dtype)):
+        X = X.astype(dtype, copy=False)
     y = np.asarray(y, dtype=dtype)
     if y.ndim == 1:
         y = y.reshape((-1, 1))

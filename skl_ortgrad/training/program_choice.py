@@ -43,6 +43,7 @@ from skl_ortgrad.runtime.program_run import (
 )
 from skl_ortgrad.runtime.sessions import cached_session
 from skl_ortgrad.runtime.step import OrtGradientStep
+from skl_ortgrad.training.divergence import UncheckedRows
 from skl_ortgrad.training.engines import training_model
 from skl_ortgrad.training.programs import (
     LinearProgram,
@@ -202,6 +203,10 @@ class ProgramCache:
         self._engine = engine
         self._programs: dict[tuple, tuple[Any, InferenceSession] | None] = {}
         self._binding: tuple[MiniBatchLoader, tuple, ProgramRun] | None = None
+        #: Set when :meth:`bound` found no program that reads unchecked rows as given:
+        #: the trainer's later calls have them checked and cast first
+        #: (:attr:`~skl_ortgrad.training.trainer.Trainer.reads_rows_as_given`).
+        self.rows_cast = False
 
     @property
     def binding(self) -> ProgramRun | None:
@@ -210,7 +215,8 @@ class ProgramCache:
 
     def bound(self, setup: TrainingSetup, state: TrainingState, penalized: list[np.ndarray],
               loader: MiniBatchLoader, weighted: bool, several: bool = False,
-              norms: bool = False, unweighted: bool = False) -> ProgramRun | None:
+              norms: bool = False, unweighted: bool = False,
+              unchecked: bool = False) -> ProgramRun | None:
         """The training program bound to ``loader``, or None where the per-batch path
         must run.
 
@@ -236,7 +242,32 @@ class ProgramCache:
         per model structure, loss, update rule and configuration, and shared by every
         trainer (:data:`PROGRAMS`); its feeds are bound once per loader and weight
         buffers (and again when the loader serves other features).
+
+        ``unchecked``: the call's features were not checked (dense rows read as given,
+        :meth:`~skl_ortgrad.training.trainer.Trainer.cast`, possibly of another type
+        than the weights', which the linear program casts batch by batch): only the
+        dense linear program runs such a call, and its binding says so
+        (:attr:`~skl_ortgrad.runtime.program_run.ProgramRun.unchecked`).
+
+        Raises
+        ------
+        UncheckedRows
+            For unchecked features where the dense linear program does not run the call
+            (``permanent``; :attr:`rows_cast` is then set).
         """
+        bound = self._bound(setup, state, penalized, loader, weighted, several, norms,
+                            unweighted)
+        if unchecked and type(bound) is not LinearProgramRun:
+            self.rows_cast = True
+            raise UncheckedRows(permanent=True)
+        if bound is not None:
+            bound.unchecked = unchecked
+        return bound
+
+    def _bound(self, setup: TrainingSetup, state: TrainingState,
+               penalized: list[np.ndarray], loader: MiniBatchLoader, weighted: bool,
+               several: bool, norms: bool, unweighted: bool) -> ProgramRun | None:
+        """:meth:`bound`, whatever the features' type."""
         size = int(setup.batch_size)
         least_linear = GROUPED_LINEAR_MIN_BATCHES if several else LINEAR_MIN_BATCHES
         rate, penalty = setup.rate, setup.penalty
@@ -262,7 +293,10 @@ class ProgramCache:
         cumulative = penalty.applies_after_step()
         whole = bool(cumulative and loader.sparse and size * loader.n_stored
                      >= WHOLE_RULE_STORED * loader.n_rows * loader.n_features)
-        key = (weighted, size, PROGRAM_STEPS, LINEAR_STEPS, loader.sparse, names,
+        # Dense features of another type than the weights' (float64 rows of a float32
+        # model, read as given): only the linear program reads them, casting each batch.
+        features = None if loader.sparse else loader.features.dtype
+        key = (weighted, size, PROGRAM_STEPS, LINEAR_STEPS, loader.sparse, features, names,
                elastic and penalty.l1 > 0 and not cumulative, elastic and penalty.l2 > 0,
                cumulative, whole, norms, unweighted, inner.update_key(),
                setup.loss_key(weighted))
@@ -291,7 +325,8 @@ class ProgramCache:
 
     def _build(
         self, setup: TrainingSetup, state: TrainingState, weighted: bool, size: int,
-        steps: int, linear_steps_most: int, sparse: bool, penalized: tuple[str, ...],
+        steps: int, linear_steps_most: int, sparse: bool, features: np.dtype | None,
+        penalized: tuple[str, ...],
         l1: bool, l2: bool, cumulative: bool, whole: bool, norms: bool, unweighted: bool,
         update: BaseLearningRate,
     ) -> tuple[StepProgram | LinearProgram, InferenceSession] | None:
@@ -299,8 +334,10 @@ class ProgramCache:
         :func:`linear_steps`, up to ``linear_steps_most``; its sparse form for ``sparse``
         features, its cumulative L1 rule on the ``whole`` of :math:`W`) updating with
         ``update`` and its session (the step's options); None
-        for a gradient graph the program cannot hold (control flow), and for sparse
-        features out of the linear program's reach (or of its int32 columns).
+        for a gradient graph the program cannot hold (control flow), for sparse
+        features out of the linear program's reach (or of its int32 columns), and for
+        dense ``features`` of another type than the weights' out of its reach (it casts
+        each batch it gathers).
 
         The hand-written linear step (:func:`~skl_ortgrad.training.programs.
         linear_program`, 6 to 11 nodes instead of the gradient graph's 30-odd; equal to
@@ -317,7 +354,10 @@ class ProgramCache:
                 if type(update).stepper is LearningRateSGD.stepper
                 and (factors is None or (len(factors) == 2 and float(factors[0]) == 1.0))
                 else None)
-        if lean is None and factors is not None:
+        dtype = state.weights[0].dtype
+        # Not "in (None, dtype)": numpy's dtype equals None where it is float64.
+        wide = None if features is None or features == dtype else features
+        if lean is None and (factors is not None or wide is not None):
             return None
         # The sparse program's columns are int32.
         if sparse and (lean is None or state.weights[0].shape[0] > np.iinfo(np.int32).max):
@@ -328,10 +368,11 @@ class ProgramCache:
                 program = linear_program(
                     lean, n_features, linear_steps(size, n_features, linear_steps_most,
                                                    steps),
-                    size, dtype=state.weights[0].dtype, l1=l1, l2=l2,
+                    size, dtype=dtype, l1=l1, l2=l2,
                     threshold=getattr(setup.loss, "threshold", 1.0), sparse=sparse,
                     n_outputs=n_outputs, norms=norms, cumulative=cumulative, whole=whole,
                     intercept_step=1.0 if factors is None else float(factors[1]),
+                    features_dtype=wide,
                 )
             else:
                 program = generic_program(

@@ -71,6 +71,7 @@ from skl_ortgrad.training.epochs import (
     PerBatchEpoch,
     ProgramEpoch,
 )
+from skl_ortgrad.training.evaluation import EvaluatesLosses
 from skl_ortgrad.training.inputs import as_arrays, checked_arrays
 from skl_ortgrad.training.interrupt import DeferredInterrupt
 from skl_ortgrad.training.progress import DIVERGED, INTERRUPTED, MAX_ITER, TrainingProgress
@@ -95,7 +96,7 @@ class _Call:
     alone: int = 0
 
 
-class Trainer(HoldsTrainingState):
+class Trainer(HoldsTrainingState, EvaluatesLosses):
     """Train the weights of an ONNX model with mini-batch gradient descent.
 
     A plain object: epochs, the ``tol`` rule and early stopping, divergence, Ctrl-C and
@@ -392,11 +393,21 @@ class Trainer(HoldsTrainingState):
         return transient(self).engines.engine(setup, self.weights_to_train_,
                                               self.model_dtype(), weighted)
 
-    def cast(self, X: Any, y: Any, sample_weight: Any = None) -> tuple[list[Any], bool]:
+    def cast(self, X: Any, y: Any, sample_weight: Any = None,
+             rows_as_given: bool = False) -> tuple[list[Any], bool]:
         """The data cast to the graph's dtype and shapes, not checked (the estimators
         check it the scikit-learn way): what :meth:`fit_data` and
-        :meth:`partial_fit_data` take."""
-        return as_arrays(X, y, sample_weight, self.model_dtype())
+        :meth:`partial_fit_data` take. With ``rows_as_given``, a dense float ``X``
+        stays as it is (:func:`~skl_ortgrad.training.inputs.reads_as_given`): the linear
+        training program casts the rows it reads if need be."""
+        return as_arrays(X, y, sample_weight, self.model_dtype(), rows_as_given)
+
+    @property
+    def reads_rows_as_given(self) -> bool:
+        """Whether :meth:`cast` with ``rows_as_given`` is worth trying: no call has found
+        yet that no training program reads such rows (:meth:`ProgramCache.bound
+        <skl_ortgrad.training.program_choice.ProgramCache.bound>`)."""
+        return not transient(self).programs.rows_cast
 
     def generator(self) -> np.random.RandomState:
         """The generator of the permutations, created from ``random_state`` once.
@@ -465,11 +476,16 @@ class Trainer(HoldsTrainingState):
         return self.partial_fit_data(
             checked_arrays(X, y, sample_weight, self.model_dtype()))
 
-    def partial_fit_data(self, data: tuple[list[Any], bool]) -> Trainer:
-        """:meth:`partial_fit` on data already checked and cast (:meth:`cast`)."""
+    def partial_fit_data(self, data: tuple[list[Any], bool],
+                         unchecked: bool = False) -> Trainer:
+        """:meth:`partial_fit` on data already checked and cast (:meth:`cast`), or, with
+        ``unchecked``, whose ``X`` was not checked (:meth:`cast`'s ``rows_as_given``):
+        only the linear program then runs the call, and a non-finite loss raises
+        :class:`~skl_ortgrad.training.divergence.UncheckedRows` (as does a call it
+        does not run, before any update) instead of being replayed batch by batch."""
         with DeferredInterrupt():
             self.begin(fit=False)
-            self._run(data, 1, None, None, None, partial=True)
+            self._run(data, 1, None, None, None, partial=True, unchecked=unchecked)
         return self
 
     def loader(self, arrays: list[Any], weighted: bool, device: Any,
@@ -498,14 +514,14 @@ class Trainer(HoldsTrainingState):
 
     def _run(
         self, data: tuple[list[Any], bool], epochs: int, X_val: Any, y_val: Any,
-        val_scorer: Any, partial: bool = False,
+        val_scorer: Any, partial: bool = False, unchecked: bool = False,
     ) -> int:
         """Run up to ``epochs`` epochs over checked ``data``; return how many ran.
 
         Every epoch is reported, and the call ends, whatever stops it, with the summary
         line of :class:`~skl_ortgrad.training.progress.TrainingProgress` saying why.
         """
-        call = self._call(data, epochs, X_val, val_scorer, partial)
+        call = self._call(data, epochs, X_val, val_scorer, partial, unchecked)
         self.epochs_completed_ = epoch = 0
         reason = "stopped by an exception"  # any other exception keeps this reason
         try:
@@ -546,7 +562,7 @@ class Trainer(HoldsTrainingState):
             self.no_improvement_count_ = call.stopping.no_improvement
 
     def _call(self, data: tuple[list[Any], bool], epochs: int, X_val: Any,
-              val_scorer: Any, partial: bool) -> _Call:
+              val_scorer: Any, partial: bool, unchecked: bool) -> _Call:
         """What the epochs of a call share: nothing it holds changes between them."""
         arrays, weighted = data
         setup = self.setup()
@@ -570,7 +586,7 @@ class Trainer(HoldsTrainingState):
         # stopping and one without train the same rows alike, bit for bit.
         program = transient(self).programs.bound(
             setup, self.state_, self.penalized(), loader, weighted, several=epochs > 1,
-            norms=objective, unweighted=stopping.unweighted)
+            norms=objective, unweighted=stopping.unweighted, unchecked=unchecked)
         return _Call(setup, loader, weighted, progress, stopping, program,
                      groups and type(program) is LinearProgramRun, objective)
 
@@ -673,26 +689,3 @@ class Trainer(HoldsTrainingState):
         if self.exc:
             raise ConvergenceError(message)
         warnings.warn(message, ConvergenceWarning, stacklevel=3)
-
-    # -- state and evaluation ---------------------------------------------------------
-
-    def losses(self, X: Any, y: Any, sample_weight: Any = None) -> np.ndarray:
-        r"""The loss of every row, :math:`s_i \ell_i` (:math:`s_i = 1` without sample
-        weights), with the current weights: an array of shape ``(n_samples,)``."""
-        arrays, weighted = self.cast(X, y, sample_weight)
-        if not isinstance(arrays[0], np.ndarray):
-            arrays[0] = arrays[0].toarray()
-        return transient(self).engines.row_losses(
-            self.setup(), self.weights_to_train_, self.model_dtype(), arrays, weighted,
-            self.weights_)
-
-    def _mean_loss(self, X: Any, y: Any, sample_weight: Any = None) -> float:
-        r"""Weighted mean loss :math:`\sum_i s_i \ell_i / \sum_i s_i` on ``(X, y)``."""
-        per_row = self.losses(X, y, sample_weight)
-        total = float(np.sum(sample_weight)) if sample_weight is not None else len(per_row)
-        return float(np.sum(per_row, dtype=np.float64)) / total if total else 0.0
-
-    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
-        """The opposite of the weighted mean of :meth:`losses` (higher is better,
-        scikit-learn's convention)."""
-        return -self._mean_loss(X, y, sample_weight)

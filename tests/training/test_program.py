@@ -228,13 +228,16 @@ def _stored_layout(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _run_linear(program: LinearProgram, loss: str, dtype: type, l1: float, l2: float,
-                weighted: bool = False, outputs: int = 1, norms=None):
+                weighted: bool = False, outputs: int = 1, norms=None, features=None):
     """The linear program over the epoch, its per-row inputs from their formulas: the
     rows' indices, the target (2y - 1 for the hinge loss) and the step weight
     eta_j sigma_j s_i (negated and times the target for the hinge loss); the batch
     losses from the per-row values. The sparse program reads the rows' non-zero values
-    (:func:`_stored_layout`) instead."""
+    (:func:`_stored_layout`) instead. ``features``: the rows it reads instead of the
+    dataset's ``X`` (another type)."""
     data = _data(loss, dtype, outputs)
+    if features is not None:
+        data = {**data, "X": features}
     session = _session(program.model)
     scales = _scales(loss, dtype, weighted)
     table = program.scalar_table(_etas(), scales, l1, l2, ROWS)
@@ -321,6 +324,32 @@ def test_linear_program_with_several_outputs_matches_per_batch_steps(loss, penal
                                  l1=l1 > 0, l2=l2 > 0, n_outputs=3, sparse=sparse)
         got = _run_linear(program, loss, np.float64, l1, l2, weighted=weighted, outputs=3)
         _check(*got, *expected)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("penalty", ["none", "l2", "elastic"])
+@pytest.mark.parametrize(("loss", "outputs"), [
+    ("squared_error", 1), ("log", 1), ("hinge", 1), ("log", 3), ("hinge", 3)])
+def test_linear_program_on_float64_rows_computes_what_it_computes_on_them_cast(
+        loss, outputs, penalty, weighted):
+    """A float32 program reading float64 rows (``features_dtype``; an estimator's rows
+    as given): its ``X`` input is float64, and its weights and batch losses are, bit for
+    bit, those of the float32 program on the rows cast by numpy, 1, 3 and 8 steps per
+    call."""
+    l1, l2 = PENALTIES[penalty]
+    rows = _data(loss, np.float64, outputs)["X"]
+    for steps in (1, 3, 8):
+        arguments = dict(l1=l1 > 0, l2=l2 > 0, n_outputs=outputs)
+        narrow = linear_program(loss, N_FEATURES, steps, BATCH, np.float32, **arguments)
+        wide = linear_program(loss, N_FEATURES, steps, BATCH, np.float32,
+                              features_dtype=np.float64, **arguments)
+        inputs = {i.name: i.type.tensor_type.elem_type for i in wide.model.graph.input}
+        assert inputs["X"] == TensorProto.DOUBLE and inputs["coef"] == TensorProto.FLOAT
+        expected = _run_linear(narrow, loss, np.float32, l1, l2, weighted, outputs,
+                               features=rows.astype(np.float32))
+        got = _run_linear(wide, loss, np.float32, l1, l2, weighted, outputs, features=rows)
+        for value, want in zip([*got[0], got[1]], [*expected[0], expected[1]], strict=True):
+            np.testing.assert_array_equal(value, want)
 
 
 @pytest.mark.parametrize("penalty", ["l2", "l1", "elastic"])

@@ -257,6 +257,7 @@ def dense_linear_program(
     dtype: np.dtype | type = np.float32, l1: bool = False, l2: bool = False,
     threshold: float = 1.0, n_outputs: int = 1, norms: bool = False,
     cumulative: bool = False, intercept_step: float = 1.0,
+    features_dtype: np.dtype | type | None = None,
 ) -> LinearProgram:
     r"""The program of ``steps`` steps of a linear model, written by hand, on rows.
 
@@ -313,6 +314,12 @@ def dense_linear_program(
     intercept_step : float
         :math:`f`, the factor of the intercept's step (plain SGD's ``step_factors``:
         scikit-learn's ``intercept_decay``, 0.01 on sparse data).
+    features_dtype : numpy dtype, optional
+        The type of the ``X`` input when it is not ``dtype`` (rows read as given:
+        float64 ones of a float32 model, or the reverse): every step casts its gathered
+        rows to ``dtype``
+        (``Cast`` rounds as numpy's cast), so the program computes what it computes on
+        ``X`` cast beforehand, bit for bit, without a cast of all of ``X``.
 
     Returns
     -------
@@ -333,6 +340,9 @@ def dense_linear_program(
         "intercept_steps": np.full((1, b) if outputs > 1 else (b, 1), intercept_step,
                                    dtype=dtype)}
     batch = emit("Gather", [p.features, rows], "batch", axis=0)
+    wide = features_dtype is not None and np.dtype(features_dtype) != np.dtype(dtype)
+    if wide:
+        batch = emit("Cast", [batch], "batch_cast", to=elem)
     s = (emit("Gemm", [batch, coef, intercept], "score") if outputs > 1
          else emit("Gemm", [coef, batch, intercept], "score", transB=1))
     extra = step_norms(step, [coef], l1 or cumulative, l2) if norms else []
@@ -363,7 +373,8 @@ def dense_linear_program(
         ir_version=IR_VERSION, extra=extra,
     )
     graph = scan(template, list(new_weights), losses=p.values,
-                 dataset=[value_info(p.features, elem, [None, n_features])])
+                 dataset=[value_info(p.features, onnx_dtype(features_dtype) if wide else elem,
+                                     [None, n_features])])
     return p(
         model=linear_model(graph), loss=loss, threshold=float(threshold), steps=int(steps),
         batch_rows=b, n_features=int(n_features), scalars=template.scalars,
