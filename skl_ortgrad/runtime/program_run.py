@@ -104,8 +104,12 @@ class ProgramRun:
 
     def fits(self, loader: MiniBatchLoader) -> bool:
         """Whether the binding still serves ``loader`` (its arrays may have been
-        refilled)."""
+        refilled), once it follows it (:meth:`follow`)."""
         return True
+
+    def follow(self, loader: MiniBatchLoader) -> None:
+        """Serve ``loader``'s current arrays (it :meth:`fits`): the permuted buffers the
+        generic program reads are the same whatever the arrays served."""
 
     def binds(self, weights: list[np.ndarray]) -> bool:
         """Whether the calls read and write the memory of these arrays (weights and
@@ -205,6 +209,11 @@ class LinearProgramRun(ProgramRun):
         self._source, self._generation = loader.features, loader.generation
         # Gather needs C order; a loader's features are usually already (no copy).
         self._features = np.ascontiguousarray(self._source)
+        # Every call's feeds but the features, as OrtValues (None stands for them), and
+        # its fetch vector: a new array of the same layout (the next block of a stream)
+        # changes one feed of every call (follow), which these vectors then take.
+        self._feed_values: dict[tuple[int, int], tuple[list[Any], OrtValueVector]] = {}
+        self._x = OrtValue.ortvalue_from_numpy(self._features, self._cpu)
 
     def _call(self, first: int, count: int) -> tuple[dict[str, np.ndarray],
                                                      dict[str, np.ndarray]]:
@@ -245,9 +254,42 @@ class LinearProgramRun(ProgramRun):
 
     def fits(self, loader: MiniBatchLoader) -> bool:
         # The same features: read in place, or copied for this call (arrays refilled in
-        # place between two calls would leave a copy stale).
-        return loader.features is self._source and (
-            self._features is self._source or loader.generation == self._generation)
+        # place between two calls would leave a copy stale); or others of the same
+        # layout, where these are read in place.
+        features = loader.features
+        if features is self._source:
+            return self._features is self._source or loader.generation == self._generation
+        return (self._features is self._source and features.flags.c_contiguous
+                and features.shape == self._source.shape
+                and features.dtype == self._source.dtype)
+
+    def follow(self, loader: MiniBatchLoader) -> None:
+        if loader.features is not self._source:
+            self._source = self._features = loader.features
+            self._generation = loader.generation
+            self._x = OrtValue.ortvalue_from_numpy(self._features, self._cpu)
+            self._bound.clear()
+
+    def _vectors(self, first: int, count: int) -> tuple[OrtValueVector, OrtValueVector]:
+        key = (first, count)
+        if key not in self._bound:
+            if key not in self._feed_values:
+                feeds, fetches = self._call(first, count)
+                # Not the features: the binding holds the current ones only.
+                self._views.extend([value for name, value in feeds.items()
+                                    if name != self.program.features])
+                self._views.extend(fetches.values())
+                self._feed_values[key] = (
+                    [None if name == self.program.features
+                     else OrtValue.ortvalue_from_numpy(feeds[name], self._cpu)
+                     for name in self._inputs],
+                    self._vector([fetches[name] for name in self._outputs]))
+            values, fetches = self._feed_values[key]
+            feeds = OrtValueVector()
+            for value in values:
+                feeds.push_back(self._x if value is None else value)
+            self._bound[key] = feeds, fetches
+        return self._bound[key]
 
     def schedule(self, etas: np.ndarray, loader: MiniBatchLoader, l1: float, l2: float,
                  rows: int, extra: dict[str, np.ndarray] | None = None) -> None:
@@ -325,6 +367,10 @@ class SparseLinearProgramRun(LinearProgramRun):
 
     def fits(self, loader: MiniBatchLoader) -> bool:
         return loader is self._loader
+
+    def follow(self, loader: MiniBatchLoader) -> None:
+        """Nothing to change: each call lays out its rows from the loader (:meth:`fits`
+        only the one it was bound to)."""
 
     def _vectors(self, first: int, count: int) -> tuple[OrtValueVector, OrtValueVector]:
         stored = self._loader.stored_rows(self.program.dtype)

@@ -241,7 +241,9 @@ class ProgramCache:
         graph. The program and its session are built once
         per model structure, loss, update rule and configuration, and shared by every
         trainer (:data:`PROGRAMS`); its feeds are bound once per loader and weight
-        buffers (and again when the loader serves other features).
+        buffers (and again when the loader serves other features, but for new dense
+        features of the same layout, which change only the features' feed:
+        :meth:`~skl_ortgrad.runtime.program_run.ProgramRun.follow`).
 
         ``unchecked``: the call's features were not checked (dense rows read as given,
         :meth:`~skl_ortgrad.training.trainer.Trainer.cast`, possibly of another type
@@ -321,6 +323,7 @@ class ProgramCache:
             program, session = built
             bound = loader, key, BINDINGS[type(program)](program, session, loader, arrays)
             self._binding = bound
+        bound[2].follow(loader)
         return bound[2]
 
     def _build(

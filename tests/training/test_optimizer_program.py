@@ -774,6 +774,34 @@ def test_program_is_built_once_and_bound_once_per_loader(chunks, builds):
     assert transient(model.optimizer_).programs.binding is bound
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_stream_of_new_blocks_keeps_its_binding_and_trains_as_bindings_made_anew(
+        chunks, dtype):
+    """Blocks of one layout, a new array at every call (a stream, read as given): the
+    binding stays and only its features feed changes (``follow``), with the weights of
+    a binding made anew for every block, bit for bit; a block of another layout, or in
+    Fortran order (copied), is bound anew."""
+    streamed, fresh = _fit("regression"), _fit("regression")
+    rng = np.random.default_rng(5)
+    bindings = []
+    for _ in range(4):
+        block = rng.standard_normal(X.shape).astype(dtype)
+        target = block @ np.arange(N_FEATURES, dtype=dtype)
+        streamed.partial_fit(block, target)
+        transient(fresh.optimizer_).programs._binding = None
+        fresh.partial_fit(block, target)
+        np.testing.assert_array_equal(streamed.coef_, fresh.coef_)
+        np.testing.assert_array_equal(streamed.intercept_, fresh.intercept_)
+        bindings.append(transient(streamed.optimizer_).programs.binding)
+    # float64 blocks of the float32 model are read by a program of their own, from the
+    # first of them on.
+    bound = bindings[0]
+    assert all(binding is bound for binding in bindings)
+    for other in (X[:-7].astype(dtype), np.asfortranarray(X.astype(dtype))):
+        streamed.partial_fit(other, Y["regression"][:len(other)])
+        assert transient(streamed.optimizer_).programs.binding is not bound
+
+
 def test_fits_with_other_penalty_values_share_their_program(chunks, builds):
     """The penalty's coefficients are per-step inputs, not graph constants: fits with two
     ``alpha`` build one program (the generic one, for the Huber loss)."""
