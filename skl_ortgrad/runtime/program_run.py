@@ -50,10 +50,9 @@ class ProgramRun:
     """
 
     needs_features = True
-    #: Whether the call's rows were not checked (read as given; set at every call by
-    #: ``ProgramCache.bound``): a non-finite loss is then raised, not replayed batch by
-    #: batch, for the caller to check them.
-    unchecked = False
+    #: The feed that follows the arrays the loader serves (:meth:`follow`), made apart
+    #: from the call's other feeds; None: none does.
+    _followed: str | None = None
 
     def __init__(self, program: Any, session: InferenceSession,
                  loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:
@@ -90,8 +89,12 @@ class ProgramRun:
         self._cpu = OrtDevice(OrtDevice.cpu(), OrtDevice.default_memory(), 0)
         self._devices = [self._cpu] * len(self._outputs)
         # The vectors of each call, bound at its first run (a small fit may run its epochs
-        # in groups only), and the arrays they borrow: OrtValue holds no reference.
+        # in groups only), and the arrays they borrow: OrtValue holds no reference. Every
+        # call's feeds but the followed one, as OrtValues (None stands for it), and its
+        # fetch vector are kept apart: new arrays served (follow) change that feed only.
         self._bound: dict[tuple[int, int], tuple[OrtValueVector, OrtValueVector]] = {}
+        self._feed_values: dict[tuple[int, int], tuple[list[Any], OrtValueVector]] = {}
+        self._followed_value: OrtValue | None = None
         self._views: list[np.ndarray] = []
         self._run_options = RunOptions()
 
@@ -147,14 +150,26 @@ class ProgramRun:
 
     def _vectors(self, first: int, count: int) -> tuple[OrtValueVector, OrtValueVector]:
         """The feeds and fetches of the call running batches ``first .. first + count -
-        1`` (bound once)."""
-        if (first, count) not in self._bound:
-            feeds, fetches = self._call(first, count)
-            feeds = [feeds[name] for name in self._inputs]
-            fetches = [fetches[name] for name in self._outputs]
-            self._views.extend([*feeds, *fetches])
-            self._bound[first, count] = self._vector(feeds), self._vector(fetches)
-        return self._bound[first, count]
+        1`` (bound once; the feed vector again after :meth:`follow`)."""
+        key = (first, count)
+        if key not in self._bound:
+            if key not in self._feed_values:
+                feeds, fetches = self._call(first, count)
+                # Not the followed feed: the binding holds the current one only.
+                self._views.extend([value for name, value in feeds.items()
+                                    if name != self._followed])
+                self._views.extend(fetches.values())
+                self._feed_values[key] = (
+                    [None if name == self._followed
+                     else OrtValue.ortvalue_from_numpy(feeds[name], self._cpu)
+                     for name in self._inputs],
+                    self._vector([fetches[name] for name in self._outputs]))
+            values, fetches = self._feed_values[key]
+            feeds = OrtValueVector()
+            for value in values:
+                feeds.push_back(self._followed_value if value is None else value)
+            self._bound[key] = feeds, fetches
+        return self._bound[key]
 
     def step_losses(self, first: int, count: int, unweighted: bool = False) -> np.ndarray:
         """The loss sums of batches ``first .. first + count - 1``, once they ran; with
@@ -209,11 +224,10 @@ class LinearProgramRun(ProgramRun):
         self._source, self._generation = loader.features, loader.generation
         # Gather needs C order; a loader's features are usually already (no copy).
         self._features = np.ascontiguousarray(self._source)
-        # Every call's feeds but the features, as OrtValues (None stands for them), and
-        # its fetch vector: a new array of the same layout (the next block of a stream)
-        # changes one feed of every call (follow), which these vectors then take.
-        self._feed_values: dict[tuple[int, int], tuple[list[Any], OrtValueVector]] = {}
-        self._x = OrtValue.ortvalue_from_numpy(self._features, self._cpu)
+        # A new array of the same layout (the next block of a stream) changes only the
+        # features' feed of every call (follow).
+        self._followed = program.features
+        self._followed_value = OrtValue.ortvalue_from_numpy(self._features, self._cpu)
 
     def _call(self, first: int, count: int) -> tuple[dict[str, np.ndarray],
                                                      dict[str, np.ndarray]]:
@@ -267,29 +281,8 @@ class LinearProgramRun(ProgramRun):
         if loader.features is not self._source:
             self._source = self._features = loader.features
             self._generation = loader.generation
-            self._x = OrtValue.ortvalue_from_numpy(self._features, self._cpu)
+            self._followed_value = OrtValue.ortvalue_from_numpy(self._features, self._cpu)
             self._bound.clear()
-
-    def _vectors(self, first: int, count: int) -> tuple[OrtValueVector, OrtValueVector]:
-        key = (first, count)
-        if key not in self._bound:
-            if key not in self._feed_values:
-                feeds, fetches = self._call(first, count)
-                # Not the features: the binding holds the current ones only.
-                self._views.extend([value for name, value in feeds.items()
-                                    if name != self.program.features])
-                self._views.extend(fetches.values())
-                self._feed_values[key] = (
-                    [None if name == self.program.features
-                     else OrtValue.ortvalue_from_numpy(feeds[name], self._cpu)
-                     for name in self._inputs],
-                    self._vector([fetches[name] for name in self._outputs]))
-            values, fetches = self._feed_values[key]
-            feeds = OrtValueVector()
-            for value in values:
-                feeds.push_back(self._x if value is None else value)
-            self._bound[key] = feeds, fetches
-        return self._bound[key]
 
     def schedule(self, etas: np.ndarray, loader: MiniBatchLoader, l1: float, l2: float,
                  rows: int, extra: dict[str, np.ndarray] | None = None) -> None:

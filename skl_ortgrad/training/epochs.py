@@ -154,6 +154,11 @@ class EpochInputs:
         before its update; a program computes them itself (the linear one from its
         per-row values, the generic one in its step: ``ProgramCache.bound``'s
         ``unweighted``).
+    unchecked : bool
+        The features were not checked (rows read as given, ``ProgramCache.bound``'s
+        ``unchecked``): a program's non-finite loss raises
+        :class:`~skl_ortgrad.training.divergence.UncheckedRows` instead of being
+        replayed batch by batch.
     """
 
     setup: TrainingSetup
@@ -164,6 +169,7 @@ class EpochInputs:
     objective: bool = False
     epoch_number: int = 1
     row_losses: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+    unchecked: bool = False
 
 
 class PerBatchEpoch:
@@ -372,7 +378,7 @@ class ProgramEpoch(PerBatchEpoch):
             if bad is None:
                 chunk += len(starts)
                 continue
-            if program.unchecked:
+            if self.inputs.unchecked:
                 # Perhaps X's own NaN, which the per-batch replay would take for a
                 # divergence (and may not read these rows): the caller checks X and
                 # runs the call again.

@@ -248,8 +248,7 @@ class ProgramCache:
         ``unchecked``: the call's features were not checked (dense rows read as given,
         :meth:`~skl_ortgrad.training.trainer.Trainer.cast`, possibly of another type
         than the weights', which the linear program casts batch by batch): only the
-        dense linear program runs such a call, and its binding says so
-        (:attr:`~skl_ortgrad.runtime.program_run.ProgramRun.unchecked`).
+        dense linear program runs such a call.
 
         Raises
         ------
@@ -262,8 +261,6 @@ class ProgramCache:
         if unchecked and type(bound) is not LinearProgramRun:
             self.rows_cast = True
             raise UncheckedRows(permanent=True)
-        if bound is not None:
-            bound.unchecked = unchecked
         return bound
 
     def _bound(self, setup: TrainingSetup, state: TrainingState,

@@ -93,6 +93,7 @@ class _Call:
     program: Any
     grouped: bool
     objective: bool
+    unchecked: bool
     alone: int = 0
 
 
@@ -588,7 +589,7 @@ class Trainer(HoldsTrainingState, EvaluatesLosses):
             setup, self.state_, self.penalized(), loader, weighted, several=epochs > 1,
             norms=objective, unweighted=stopping.unweighted, unchecked=unchecked)
         return _Call(setup, loader, weighted, progress, stopping, program,
-                     groups and type(program) is LinearProgramRun, objective)
+                     groups and type(program) is LinearProgramRun, objective, unchecked)
 
     def _epochs(self, call: _Call, remaining: int, snapshot: dict[str, Any],
                 interrupt: DeferredInterrupt) -> list[tuple[bool, EpochResult]]:
@@ -629,7 +630,8 @@ class Trainer(HoldsTrainingState, EvaluatesLosses):
         return EpochInputs(call.setup, self.state_, self.penalized(), call.loader,
                            lambda: self.engine(call.weighted), call.objective,
                            len(self.train_losses_) + 1,
-                           self.losses if call.stopping.unweighted else None)
+                           self.losses if call.stopping.unweighted else None,
+                           call.unchecked)
 
     def _epoch(self, call: _Call, interrupt: DeferredInterrupt) -> EpochResult:
         """One epoch: by the training program when there is one, else per batch."""
