@@ -803,6 +803,23 @@ def test_stable_step_holds_any_finite_data():
     assert stable_step(np.zeros((4, 2))) == np.inf
 
 
+def test_stable_step_of_rows_read_as_given_is_that_of_x_cast():
+    """stable_step(X, dtype) measures the rows as the model reads them: the cast's value,
+    from a scale taken on the measured rows (every third of 5,000 here) or, where those
+    are zero, on all of X; inf where a measured row holds NaN or infinity."""
+    X = np.random.RandomState(0).normal(size=(5000, 6)) * 1e3
+    X[1, 2] = 1e30  # not measured
+    assert stable_step(X, np.float32) == stable_step(X.astype(np.float32))
+    zero = np.zeros((5000, 6))
+    zero[1, 2] = -7.3
+    assert stable_step(zero, np.float32) == stable_step(zero.astype(np.float32))
+    assert stable_step(zero) == pytest.approx(1.0)  # the intercept's curvature alone
+    for value in (np.nan, np.inf, 1e39):
+        bad = X.copy()
+        bad[3, 0] = value
+        assert stable_step(bad, np.float32) == np.inf
+
+
 @_OVERFLOWS
 def test_huge_X_on_a_fitted_classifier_keeps_it():
     """The issue's reproducer: 1e30 rows make the loss NaN in the first epoch (the hinge

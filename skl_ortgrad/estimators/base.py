@@ -38,7 +38,7 @@ from skl_ortgrad.gradient.backend import BACKEND_NAMES, resolve_backend
 from skl_ortgrad.graph.cut import select_model_output
 from skl_ortgrad.runtime.devices import device_providers, parse_device
 from skl_ortgrad.runtime.threads import training_threads
-from skl_ortgrad.training.divergence import KEPT, UncheckedRows
+from skl_ortgrad.training.divergence import UncheckedRows, rolled_back_message
 from skl_ortgrad.training.inputs import reads_as_given
 from skl_ortgrad.training.interrupt import DeferredInterrupt
 from skl_ortgrad.training.snapshot import OptimizerSnapshot
@@ -73,16 +73,6 @@ def numeric_targets(y: Any) -> np.ndarray:
     if y.dtype.kind not in "iufb":
         raise ValueError(f"y must be numeric for a regressor, got dtype {y.dtype}.")
     return y.astype(np.float64).reshape((y.shape[0], -1))
-
-
-def _rolled_back(message: str) -> str:
-    """The trainer's divergence ``message`` as an estimator says it: it keeps nothing
-    (a message of the estimator's own says so already)."""
-    if not message.endswith(KEPT):
-        return message
-    return message.removesuffix(KEPT) + (
-        "The estimator is as it was before the call; the last finite weights are the "
-        "error's last_finite_weights; use a smaller learning rate.")
 
 
 class Template:
@@ -232,6 +222,9 @@ class BaseOnnxEstimator(InferenceMixin, ValidationSplitMixin, MemoizedParamNames
     # Whether tol watches the objective, the loss plus the penalty (scikit-learn's SGD),
     # or the loss (its MLPs, whose L2 term is part of the loss).
     _tol_on_objective = False
+    # Whether every graph of the class scores linearly in X (the SGD models): a first
+    # partial_fit may then read its rows as given, as later ones (_reads_as_given).
+    _linear_scores = False
     # scikit-learn's error for partial_fit with early_stopping=True.
     _partial_fit_early_stopping = "early_stopping should be False with partial_fit"
 
@@ -405,26 +398,34 @@ class BaseOnnxEstimator(InferenceMixin, ValidationSplitMixin, MemoizedParamNames
         init: dict[str, Any] | None = None,
     ) -> BaseOnnxEstimator:
         """The one training path of ``fit`` and ``partial_fit``: one transaction
-        (:meth:`_transaction`). A ``partial_fit`` of a linear model that continues (not
-        the first call, nothing shown) first tries it on dense rows as given, unchecked
-        (the linear program casts each batch it reads if need be: a new 100k x 50 float64
-        block skips a cast and check of 8-9 ms of its 20-27, a 100k x 100 float32 epoch a
-        check of 3 ms of 23, measured); where it does not end finite, or no such program
+        (:meth:`_transaction`). A ``partial_fit`` of a linear model (nothing shown) first
+        tries it on dense rows as given, unchecked (the linear program casts each batch it
+        reads if need be: a 100k x 50 float64 block skips a cast and check of 8-11 ms,
+        measured); where it does not end finite, or no such program
         runs it (:class:`~skl_ortgrad.training.divergence.UncheckedRows`, everything put
         back), the call runs again on ``X`` checked and cast: the same result, bit for
         bit, or scikit-learn's error for a NaN or infinite value."""
         # Ctrl-C held over both tries (they nest in this block), delivered at its end.
         with DeferredInterrupt():
-            if (partial and not restart and not self.verbose and self._linear_score()
-                    and not self._has_frozen_steps()
-                    and reads_as_given(X, self.optimizer_.model_dtype())
-                    and self.optimizer_.reads_rows_as_given):
+            if partial and not self.verbose and self._reads_as_given(X, restart):
                 try:
                     return self._transaction(X, y, sample_weight, restart, partial,
                                              classes, init, rows_as_given=True)
                 except UncheckedRows:
                     pass
             return self._transaction(X, y, sample_weight, restart, partial, classes, init)
+
+    def _reads_as_given(self, X: Any, first: bool) -> bool:
+        """Whether a ``partial_fit`` (the ``first`` call or not) may try ``X``'s rows as
+        given (:meth:`_train`): a linear model without frozen steps, a dense ``X`` its
+        program reads (:func:`~skl_ortgrad.training.inputs.reads_as_given`), and, after
+        the first call, no call of the optimizer that no linear program ran."""
+        if self._has_frozen_steps():
+            return False
+        if first:
+            return self._linear_scores and reads_as_given(X, self._dtype())
+        return (self._linear_score() and reads_as_given(X, self.optimizer_.model_dtype())
+                and self.optimizer_.reads_rows_as_given)
 
     def _transaction(
         self, X: Any, y: Any, sample_weight: Any, restart: bool, partial: bool, classes: Any,
@@ -492,7 +493,7 @@ class BaseOnnxEstimator(InferenceMixin, ValidationSplitMixin, MemoizedParamNames
                                    [np.array(w) for w in optimizer.served_weights()],
                                    strict=True))
                 self._rollback(saved, snapshot)
-                raise ConvergenceError(_rolled_back(str(error)), reached) from None
+                raise ConvergenceError(rolled_back_message(str(error)), reached) from None
             except BaseException:
                 self._rollback(saved, snapshot)
                 raise
@@ -555,7 +556,7 @@ class BaseOnnxEstimator(InferenceMixin, ValidationSplitMixin, MemoizedParamNames
             self.backend_ = resolve_backend(self.backend)
             # What the default rates need of the data, fixed at the first call so
             # that a stream of partial_fit calls keeps one schedule.
-            self._stable_step = stable_step(X)
+            self._stable_step = stable_step(X, dtype)
             self._auto_batch = auto_batch_size(X.shape[0])
             self._weights_dtype = data_dtype
             self._build_optimizer(X.shape[1], init or {})

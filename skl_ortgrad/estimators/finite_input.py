@@ -18,7 +18,7 @@ The cast and the sums go block by block, each block summed while it is in cache
 together.
 ``predict`` goes further: it casts, checks and runs block by block without casting all of
 ``X`` (:mod:`~skl_ortgrad.estimators.inference`), from :func:`validate_unchecked`; so does
-a ``partial_fit`` that continues a linear model (``rows_as_given``): the linear training
+a ``partial_fit`` of a linear model (``rows_as_given``): the linear training
 program casts the rows it reads, and a call that does not end finite runs again checked
 (:meth:`~skl_ortgrad.estimators.base.BaseOnnxEstimator._train`).
 

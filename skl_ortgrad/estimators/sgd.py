@@ -214,9 +214,9 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
 
     _regression_only = True
     _zero_weights_to_split = True
-    # scikit-learn's SGD scales each sample's step by its weight, and its tol rule
-    # watches the loss plus alpha * R(w) at every sample (objective_sum in _sgd_fast),
-    # the loss unweighted.
+    _linear_scores = True
+    # scikit-learn's SGD scales each sample's step by its weight; its tol rule watches the
+    # unweighted loss plus alpha * R(w) at every sample (objective_sum in _sgd_fast).
     _weighted_mean = False
     _tol_on_objective: bool | str = "unweighted"
 

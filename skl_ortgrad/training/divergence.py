@@ -6,7 +6,8 @@ interrupted an update half-way; the trainer restores the start of the epoch in b
 and raises :class:`~skl_ortgrad.ConvergenceError` (with :func:`divergence_message`) or the
 original exception. On features read as given, unchecked, a non-finite loss (or no
 program that reads them) raises :class:`UncheckedRows` instead, for the caller to check
-them and run the call again.
+them and run the call again. An estimator, which keeps nothing of a failing call, words
+the message with :func:`rolled_back_message`.
 """
 
 from __future__ import annotations
@@ -81,3 +82,14 @@ def divergence_message(diverged: Diverged, epoch: int, last_epoch: float | None)
         f"{_shown(diverged.last)} (mean of the previous batch), {_shown(last_epoch)} "
         f"(mean of the last complete epoch). {KEPT}"
     )
+
+
+def rolled_back_message(message: str) -> str:
+    """The trainer's divergence ``message`` as an estimator says it, which keeps nothing
+    of the call (a message of the estimator's own, not ending with :data:`KEPT`, is
+    returned as is)."""
+    if not message.endswith(KEPT):
+        return message
+    return message.removesuffix(KEPT) + (
+        "The estimator is as it was before the call; the last finite weights are the "
+        "error's last_finite_weights; use a smaller learning rate.")

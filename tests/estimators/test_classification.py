@@ -7,7 +7,7 @@ import pytest
 from sklearn.utils.multiclass import check_classification_targets
 
 from skl_ortgrad import OnnxSGDClassifier
-from skl_ortgrad.estimators.classification import _check_labels
+from skl_ortgrad.estimators.classification import _check_labels, _distinct_labels
 
 LABELS = [
     np.array([0, 1]),
@@ -39,6 +39,25 @@ def _outcome(check, labels):
 @pytest.mark.parametrize("labels", LABELS, ids=lambda labels: f"{labels.dtype}-{labels}")
 def test_check_labels_as_scikit_learn(labels):
     assert _outcome(_check_labels, labels) == _outcome(check_classification_targets, labels)
+
+
+@pytest.mark.parametrize("labels", LABELS, ids=lambda labels: f"{labels.dtype}-{labels}")
+def test_distinct_labels_are_numpys_and_checked_the_same(labels):
+    """np.unique's result (NaN aside: kept once per NaN, refused all the same), from the
+    labels repeated in another order."""
+    y = np.concatenate([labels[::-1], labels, labels[:1]])
+    if labels.dtype.kind == "O" and len({type(label) for label in labels}) > 1:
+        with pytest.raises(TypeError):  # unorderable, as in np.unique
+            _distinct_labels(y)
+        return
+    got = _distinct_labels(y)
+    assert got.dtype == y.dtype
+    if labels.dtype.kind == "f" and np.isnan(labels).any():
+        assert np.array_equal(got[~np.isnan(got)], np.unique(y[~np.isnan(y)]))
+        assert np.isnan(got).sum() == np.isnan(y).sum()
+    else:
+        assert np.array_equal(got, np.unique(y))
+    assert _outcome(_check_labels, got) == _outcome(check_classification_targets, y)
 
 
 def test_fit_refuses_continuous_labels_in_scikit_learns_words():

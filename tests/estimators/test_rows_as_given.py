@@ -1,9 +1,9 @@
-"""A ``partial_fit`` that continues a linear model trains on dense rows as given,
-unchecked (the linear program casts each batch it reads to the model's type): the same
-weights, bit for bit, as on ``X`` checked and cast (the checked call's: ``X`` in Fortran
-order is checked and cast first), and, for a NaN, an infinity or a value beyond float32,
-scikit-learn's error with the estimator unchanged; a divergence, or a configuration no
-program of the kind runs, gives what the checked call gives."""
+"""A ``partial_fit`` of a linear model, the first or a later one, trains on dense rows as
+given, unchecked (the linear program casts each batch it reads to the model's type): the
+same weights, bit for bit, as on ``X`` checked and cast (the checked call's: ``X`` in
+Fortran order is checked and cast first), and, for a NaN, an infinity or a value beyond
+float32, scikit-learn's error with the estimator unchanged; a divergence, or a
+configuration no program of the kind runs, gives what the checked call gives."""
 
 import numpy as np
 import pytest
@@ -28,13 +28,19 @@ CASES = {
 }
 
 
-def _started(case, **params):
-    """The estimator of ``case`` after a first ``partial_fit`` (checked, as every first
-    call) on the first half of ``X``."""
+def _new(case, **params):
+    """The estimator of ``case``, its targets, and the arguments of its first call."""
     cls, kwargs, kind = CASES[case]
-    model = cls(random_state=0, **kwargs, **params)
     extra = {"classes": np.unique(TARGETS[kind])} if cls is OnnxSGDClassifier else {}
-    return model.partial_fit(X[:1500], TARGETS[kind][:1500], **extra), TARGETS[kind]
+    return cls(random_state=0, **kwargs, **params), TARGETS[kind], extra
+
+
+def _started(case, layout="C", dtype=np.float64, **params):
+    """The estimator of ``case`` after a first ``partial_fit`` on the first half of ``X``
+    as ``dtype``, in ``layout`` (``"F"``: checked and cast first)."""
+    model, target, extra = _new(case, **params)
+    rows = np.asarray(X[:1500], dtype=dtype, order=layout)
+    return model.partial_fit(rows, target[:1500], **extra), target
 
 
 def _fitted(model):
@@ -66,17 +72,17 @@ def checks(monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("case", list(CASES))
 def test_blocks_train_as_the_blocks_checked(case, dtype, weighted, checks):
-    as_given, target = _started(case)
-    checked, _ = _started(case)
-    assert checks == ["C", "C"]  # the first calls check X
+    as_given, target = _started(case, dtype=dtype)
+    checked, _ = _started(case, "F", dtype)
+    _assert_same(_fitted(as_given), _fitted(checked))
     for block in (slice(1500, 2300), slice(2300, 3000), slice(0, 1500)):
         weights = {"sample_weight": WEIGHTS[block]} if weighted else {}
         rows = X[block].astype(dtype)
         as_given.partial_fit(rows, target[block], **weights)
         checked.partial_fit(np.asfortranarray(rows), target[block], **weights)
         _assert_same(_fitted(as_given), _fitted(checked))
-    # Only the Fortran-ordered blocks were checked.
-    assert checks == ["C", "C", "F", "F", "F"]
+    # Only the Fortran-ordered blocks were checked, the first call's included.
+    assert checks == ["F"] * 4
     assert as_given.optimizer_.reads_rows_as_given
 
 
@@ -100,6 +106,27 @@ def test_values_the_model_cannot_read_are_refused_and_change_nothing(case, row, 
     assert str(as_given.value) == str(checked.value)
     _assert_same(_fitted(model), before)
     # The next calls still read their rows as given.
+    assert model.optimizer_.reads_rows_as_given
+
+
+@pytest.mark.parametrize(("dtype", "value"), [
+    (np.float64, np.nan), (np.float64, np.inf), (np.float64, 1e39), (np.float32, np.nan)])
+@pytest.mark.parametrize("row", [0, 1234, 2999])
+@pytest.mark.parametrize("case", ["squared error", "hinge, 3 classes"])
+def test_a_first_call_on_values_the_model_cannot_read_leaves_it_unfitted(case, row, dtype,
+                                                                         value):
+    """The first call too: scikit-learn's error, and nothing fitted (row 0 is among the
+    rows the default rate measures, row 2999 is not)."""
+    model, target, extra = _new(case)
+    bad = X.astype(dtype)
+    bad[row, 5] = value
+    with pytest.raises(ValueError) as checked:
+        _new(case)[0].partial_fit(np.asfortranarray(bad), target, **extra)
+    with pytest.raises(ValueError) as as_given:
+        model.partial_fit(bad, target, **extra)
+    assert str(as_given.value) == str(checked.value)
+    assert vars(model) == vars(_new(case)[0])
+    model.partial_fit(X, target, **extra)
     assert model.optimizer_.reads_rows_as_given
 
 
@@ -138,14 +165,16 @@ def test_a_divergence_gives_the_checked_calls_error():
                          ids=["averaged", "one short batch"])
 def test_calls_no_program_reads_rows_as_given_for_are_checked(params, checks):
     """Averaged SGD runs per batch, as does a call shorter than the program's least
-    batches: the first such call finds it before any step and runs checked, and the
-    next ones are checked from the start; the weights are the checked calls'."""
+    batches: a call that continues such a model finds it before any step and runs
+    checked, and the next ones are checked from the start; the weights are the checked
+    calls'. (The first call finds it too, but the optimizer that learns it is dropped
+    with the try: the second call tries once more.)"""
     as_given, target = _started("squared error", **params)
-    checked, _ = _started("squared error", **params)
+    checked, _ = _started("squared error", "F", **params)
     for block in (slice(0, 1500), slice(1500, 3000), slice(0, 3000)):
         as_given.partial_fit(X[block], target[block])
         checked.partial_fit(np.asfortranarray(X[block]), target[block])
         _assert_same(_fitted(as_given), _fitted(checked))
     assert not as_given.optimizer_.reads_rows_as_given
-    # The first call checked X once, after its try; the next ones at once.
-    assert checks == ["C", "C", "C", "F", "C", "F", "C", "F"]
+    # The first two calls checked X once, after their try; the next ones at once.
+    assert checks == ["C", "F"] * 4
