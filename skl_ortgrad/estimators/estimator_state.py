@@ -24,7 +24,7 @@ import onnx
 from sklearn.base import is_classifier
 from sklearn.utils.validation import check_is_fitted
 
-from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template
+from skl_ortgrad.estimators.base import BaseOnnxEstimator
 from skl_ortgrad.estimators.gradient import OnnxGradientClassifier, OnnxGradientRegressor
 from skl_ortgrad.estimators.mlp import OnnxMLPClassifier, OnnxMLPRegressor
 from skl_ortgrad.estimators.sgd import OnnxSGDClassifier, OnnxSGDRegressor
@@ -33,6 +33,7 @@ from skl_ortgrad.estimators.state_codec import (
     StateEncoder,
     check_attribute_names,
 )
+from skl_ortgrad.estimators.template import Template
 from skl_ortgrad.graph.cut import select_model_output
 from skl_ortgrad.graph.external import check_external_data
 

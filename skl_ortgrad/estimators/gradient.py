@@ -32,10 +32,11 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import unique_labels
 from sklearn.utils.validation import check_is_fitted
 
-from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, numeric_targets
+from skl_ortgrad.estimators.base import BaseOnnxEstimator, numeric_targets
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin
 from skl_ortgrad.estimators.conversion import convert_model
 from skl_ortgrad.estimators.parameter_docs import GRADIENT, class_docstring, gradient_attributes
+from skl_ortgrad.estimators.template import Template
 from skl_ortgrad.graph.ml_rewrites import rewrite_no_gradient_ops
 from skl_ortgrad.graph.model import TARGET_OPSET
 from skl_ortgrad.graph.weights import get_train_initializer

@@ -180,7 +180,7 @@ class InferenceMixin:
         linear path checks ``X`` through it). With ``cast_from``, it reads ``X`` in
         that dtype and casts it first (onnxruntime's ``Cast`` rounds as numpy's cast
         does). Built once per template and its copies, which share their
-        sessions (:meth:`~skl_ortgrad.estimators.base.Template.copy`), from the
+        sessions (:meth:`~skl_ortgrad.estimators.template.Template.copy`), from the
         process-wide cache."""
         template = self._template_
         # Templates pickled by release 0.1.0 hold a single ``session`` instead.

@@ -23,10 +23,11 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import column_or_1d
 
-from skl_ortgrad.estimators.base import BaseOnnxEstimator, Template, numeric_targets
+from skl_ortgrad.estimators.base import BaseOnnxEstimator, numeric_targets
 from skl_ortgrad.estimators.classification import ClassifierTargetsMixin, onnx_classes
 from skl_ortgrad.estimators.conversion import convert_model
 from skl_ortgrad.estimators.parameter_docs import MLP, class_docstring, mlp_attributes
+from skl_ortgrad.estimators.template import Template
 from skl_ortgrad.graph.weights import get_train_initializer
 from skl_ortgrad.optim import (
     BaseLearningRate,
