@@ -32,10 +32,11 @@ from skl_ortgrad.estimators.finite_input import validate_finite_data
 from skl_ortgrad.estimators.inference import InferenceMixin
 from skl_ortgrad.estimators.sgd_parameters import AUTO_BATCH, auto_batch_size
 from skl_ortgrad.estimators.stalled import check_weights_moved
-from skl_ortgrad.estimators.template import Template, copied_model
+from skl_ortgrad.estimators.template import Template
 from skl_ortgrad.estimators.validation_split import ValidationSplitMixin
 from skl_ortgrad.exceptions import ConvergenceError
 from skl_ortgrad.gradient.backend import BACKEND_NAMES, resolve_backend
+from skl_ortgrad.graph.model import copied_model
 from skl_ortgrad.runtime.devices import device_providers, parse_device
 from skl_ortgrad.runtime.threads import training_threads
 from skl_ortgrad.training.divergence import UncheckedRows, rolled_back_message
@@ -296,10 +297,10 @@ class BaseOnnxEstimator(InferenceMixin, ValidationSplitMixin, MemoizedParamNames
         (:meth:`_transaction`). A ``partial_fit`` of a linear model (nothing shown) first
         tries it on dense rows as given, unchecked (the linear program casts each batch it
         reads if need be: a 100k x 50 float64 block skips a cast and check of 8-11 ms,
-        measured); where it does not end finite, or no such program
-        runs it (:class:`~skl_ortgrad.training.divergence.UncheckedRows`, everything put
-        back), the call runs again on ``X`` checked and cast: the same result, bit for
-        bit, or scikit-learn's error for a NaN or infinite value."""
+        measured); where it does not end finite, or no such program runs it
+        (:class:`~skl_ortgrad.training.divergence.UncheckedRows`, everything put back),
+        the call runs again on ``X`` checked and cast: the same result, bit for bit, or
+        scikit-learn's error for a NaN or infinite value."""
         # Ctrl-C held over both tries (they nest in this block), delivered at its end.
         with DeferredInterrupt():
             if partial and not self.verbose and self._reads_as_given(X, restart):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import onnx
 
 from skl_ortgrad.graph.cut import select_model_output
+from skl_ortgrad.graph.model import copied_model
 
 if TYPE_CHECKING:
     from onnxruntime import InferenceSession
@@ -111,10 +112,3 @@ class Template:
             None if self._score_model is None else copied_model(self._score_model))
         copy.sessions = self.__dict__.setdefault("sessions", {})
         return copy
-
-
-def copied_model(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``model`` that shares nothing with it."""
-    result = onnx.ModelProto()
-    result.CopyFrom(model)
-    return result

@@ -68,6 +68,13 @@ def rename_results(graph: GraphProto, mapping: dict[str, str]) -> None:
         info.name = mapping.get(info.name, info.name)
 
 
+def copied_model(model: ModelProto) -> ModelProto:
+    """A copy of ``model`` that shares nothing with it (protobuf's ``CopyFrom``)."""
+    result = ModelProto()
+    result.CopyFrom(model)
+    return result
+
+
 def initializers_to_inputs(model: ModelProto, names: Iterable[str]) -> ModelProto:
     """Return a copy of ``model`` where initializers ``names`` are graph inputs instead.
 
@@ -75,8 +82,7 @@ def initializers_to_inputs(model: ModelProto, names: Iterable[str]) -> ModelProt
     at every run, so training can update them without rebuilding the session.
     """
     names = list(names)
-    result = ModelProto()
-    result.CopyFrom(model)
+    result = copied_model(model)
     graph = result.graph
     kept = [init for init in graph.initializer if init.name not in names]
     moved = {init.name: init for init in graph.initializer if init.name in names}

@@ -317,9 +317,8 @@ def dense_linear_program(
     features_dtype : numpy dtype, optional
         The type of the ``X`` input when it is not ``dtype`` (rows read as given:
         float64 ones of a float32 model, or the reverse): every step casts its gathered
-        rows to ``dtype``
-        (``Cast`` rounds as numpy's cast), so the program computes what it computes on
-        ``X`` cast beforehand, bit for bit, without a cast of all of ``X``.
+        rows to ``dtype`` (``Cast`` rounds as numpy's cast), so the program computes what
+        it computes on ``X`` cast beforehand, bit for bit, without a cast of all of ``X``.
 
     Returns
     -------
