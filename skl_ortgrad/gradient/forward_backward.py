@@ -39,6 +39,7 @@ from skl_ortgrad.gradient.forward_backward_calls import AgentCalls, FusedCalls, 
 from skl_ortgrad.gradient.forward_backward_function import OrtGradientForwardBackwardFunction
 from skl_ortgrad.graph.dtypes import FLOAT_TYPES, numpy_dtype
 from skl_ortgrad.graph.external import check_external_data
+from skl_ortgrad.graph.model import copied_model
 from skl_ortgrad.graph.shapes import declared_shape
 from skl_ortgrad.graph.weights import float_initializers, skeleton_digest
 from skl_ortgrad.runtime.devices import device_providers, log_severity, ort_device
@@ -86,8 +87,7 @@ def _with_outputs(model: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
         raise ValueError(f"output_names {unknown} are not outputs of the model {list(outputs)}.")
     if names == list(outputs):
         return model
-    selected = onnx.ModelProto()
-    selected.CopyFrom(model)
+    selected = copied_model(model)
     del selected.graph.output[:]
     selected.graph.output.extend(outputs[name] for name in names)
     return selected

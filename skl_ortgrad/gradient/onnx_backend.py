@@ -15,7 +15,7 @@ from onnx import ModelProto
 
 from skl_ortgrad.gradient.backend import GradientGraph, register_backend
 from skl_ortgrad.gradient.reverse import differentiate
-from skl_ortgrad.graph.model import initializers_to_inputs
+from skl_ortgrad.graph.model import copied_model, initializers_to_inputs
 
 
 class OnnxGradient(GradientGraph):
@@ -33,8 +33,7 @@ class OnnxGradient(GradientGraph):
         self.forward = initializers_to_inputs(model, weights)
 
     def static(self, batch_inputs: Sequence[str], batch_rows: int) -> ModelProto:
-        fixed = ModelProto()
-        fixed.CopyFrom(self.training_model)
+        fixed = copied_model(self.training_model)
         for info in fixed.graph.input:
             dims = info.type.tensor_type.shape.dim
             if info.name in batch_inputs and dims:

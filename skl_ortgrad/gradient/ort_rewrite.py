@@ -43,7 +43,7 @@ from onnxruntime.capi.onnxruntime_pybind11_state import (
 
 from skl_ortgrad.gradient.rules.activation import POSITIVE_MASK_SCALES, POSITIVE_MASK_SLOPE
 from skl_ortgrad.graph.dtypes import numpy_dtype
-from skl_ortgrad.graph.model import graph_names, rebuild_model, unique_name
+from skl_ortgrad.graph.model import copied_model, graph_names, rebuild_model, unique_name
 from skl_ortgrad.graph.opset import main_opset
 from skl_ortgrad.runtime.options import session_options, unoptimized_session_options
 
@@ -325,9 +325,7 @@ def rewrite_gradient_graph(
         in a graph of opset < 13.
     """
     if not needs_gradient_rewrite(model, ops):
-        copy = ModelProto()
-        copy.CopyFrom(model)
-        return copy
+        return copied_model(model)
     selected = GRADIENT_REWRITES if ops is None else {
         key: rewriter for key, rewriter in GRADIENT_REWRITES.items() if key in ops
     }
@@ -422,8 +420,7 @@ def fold_gradient_shapes(model: ModelProto) -> ModelProto:
         dimension, shape read from data) or when onnxruntime's CPU provider cannot run
         the graph on zero inputs.
     """
-    result = ModelProto()
-    result.CopyFrom(model)
+    result = copied_model(model)
     graph = result.graph
     initialized = {init.name for init in graph.initializer}
     feeds = {}
@@ -440,8 +437,7 @@ def fold_gradient_shapes(model: ModelProto) -> ModelProto:
 
     # Every intermediate result, untyped: onnxruntime infers the types.
     declared = {output.name for output in graph.output}
-    probe = ModelProto()
-    probe.CopyFrom(result)
+    probe = copied_model(result)
     for node in graph.node:
         for name in node.output:
             if name and name not in declared:

@@ -27,7 +27,7 @@ from skl_ortgrad.gradient.ort_rewrite import (
     fold_gradient_shapes,
     rewrite_gradient_graph,
 )
-from skl_ortgrad.graph.model import graph_names, rename_results, unique_name
+from skl_ortgrad.graph.model import copied_model, graph_names, rename_results, unique_name
 
 
 def fused_gradient_model(
@@ -82,8 +82,7 @@ def fused_gradient_model(
     ValueError
         If the graph does not hold exactly one ``YieldOp``.
     """
-    fused = ModelProto()
-    fused.CopyFrom(gradient_model)
+    fused = copied_model(gradient_model)
     graph = fused.graph
     yields = [node for node in graph.node if node.op_type == "YieldOp"]
     if len(yields) != 1:

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto
 from onnx.external_data_helper import load_external_data_for_tensor
 
+from skl_ortgrad.graph.model import copied_model
+
 
 def _graph_tensors(graph: GraphProto) -> Iterator[tuple[str, TensorProto]]:
     """(description, tensor) for every tensor of ``graph`` and of its subgraphs."""
@@ -132,8 +134,7 @@ def check_external_data(model: ModelProto, base_dir: str | None = None) -> Model
     base_dir = os.path.abspath(base_dir)
     if not os.path.isdir(base_dir):
         raise ValueError(f"external_data_dir={base_dir!r} is not a folder.")
-    copy = ModelProto()
-    copy.CopyFrom(model)
+    copy = copied_model(model)
     for where, tensor in external_tensors(copy):
         _checked_path(where, _location(tensor), base_dir)
         load_external_data_for_tensor(tensor, base_dir)

@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
-from skl_ortgrad.graph.model import graph_names, rebuild_model, unique_name
+from skl_ortgrad.graph.model import copied_model, graph_names, rebuild_model, unique_name
 
 
 def _scaler_to_standard(
@@ -78,9 +78,7 @@ def rewrite_no_gradient_ops(onx: ModelProto) -> ModelProto:
     """
     graph = onx.graph
     if not any((n.domain, n.op_type) in _REWRITES for n in graph.node):
-        copy = ModelProto()
-        copy.CopyFrom(onx)
-        return copy
+        return copied_model(onx)
     types = {i.name: i.type.tensor_type.elem_type for i in graph.input}
     types.update({i.name: i.data_type for i in graph.initializer})
     types.update({v.name: v.type.tensor_type.elem_type for v in graph.value_info})

@@ -10,6 +10,7 @@ from onnx import ModelProto, numpy_helper
 from skl_ortgrad._cache import digest
 from skl_ortgrad.graph.dtypes import FLOAT_TYPES
 from skl_ortgrad.graph.external import check_external_data
+from skl_ortgrad.graph.model import copied_model
 
 # (op_type, input index) pairs that hold the parameters of a linear layer.
 _WEIGHT_SLOTS = {("MatMul", 1), ("Gemm", 1), ("Gemm", 2), ("Conv", 1), ("Conv", 2)}
@@ -86,8 +87,7 @@ def skeleton_digest(model: ModelProto, weights: Sequence[str]) -> Hashable:
     """A key of ``model`` with the values of ``weights`` left out (their names, types and
     shapes kept): equal for two models that differ only by those values, such as the
     fits of a model whose initial weights are random or zero."""
-    skeleton = ModelProto()
-    skeleton.CopyFrom(model)
+    skeleton = copied_model(model)
     trained = set(weights)
     for init in skeleton.graph.initializer:
         if init.name in trained:

@@ -23,6 +23,7 @@ from onnx import numpy_helper
 
 from skl_ortgrad import _version
 from skl_ortgrad.exceptions import PickleVersionWarning
+from skl_ortgrad.graph.model import copied_model
 from skl_ortgrad.graph.weights import get_train_initializer
 from skl_ortgrad.runtime.buffers import packed_copies
 
@@ -294,8 +295,7 @@ class HoldsTrainingState:
 
     def get_trained_onnx(self, model: onnx.ModelProto | None = None) -> onnx.ModelProto:
         """Return a copy of ``model`` (default ``model_onnx``) with the trained weights."""
-        result = onnx.ModelProto()
-        result.CopyFrom(self.model_onnx if model is None else model)
+        result = copied_model(self.model_onnx if model is None else model)
         trained = dict(zip(self.weights_to_train_, self.served_weights(), strict=True))
         for init in result.graph.initializer:
             if init.name in trained:
