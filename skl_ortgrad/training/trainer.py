@@ -36,7 +36,6 @@ the weights are being updated restores the start of the epoch.
 
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -410,6 +409,12 @@ class Trainer(HoldsTrainingState, EvaluatesLosses):
         <skl_ortgrad.training.program_choice.ProgramCache.bound>`)."""
         return not transient(self).programs.rows_cast
 
+    def cast_rows_first(self) -> None:
+        """Make :attr:`reads_rows_as_given` False: what a call that no training program
+        runs on rows as given teaches the trainer, told to a new one when the trainer
+        that learned it was dropped with its call."""
+        transient(self).programs.rows_cast = True
+
     def generator(self) -> np.random.RandomState:
         """The generator of the permutations, created from ``random_state`` once.
 
@@ -540,8 +545,9 @@ class Trainer(HoldsTrainingState, EvaluatesLosses):
                                 raise KeyboardInterrupt
                             monitored = result.objective
                             if X_val is not None and call.stopping.validates(epoch, epochs):
-                                monitored = self._validation(X_val, y_val, val_scorer,
-                                                             snapshot, call, result)
+                                monitored = self._validation(
+                                    X_val, y_val, val_scorer, snapshot,
+                                    len(call.loader.rows) - 1, result.loss)
                             self._report(call.progress, result.loss)
                             epoch += 1
                             if call.stopping.update(monitored):
@@ -639,33 +645,6 @@ class Trainer(HoldsTrainingState, EvaluatesLosses):
         runner = (PerBatchEpoch(inputs) if call.program is None
                   else ProgramEpoch(inputs, call.program))
         return runner.run(interrupt)
-
-    def _validation(self, X_val: Any, y_val: Any, val_scorer: Any,
-                    snapshot: dict[str, Any], call: _Call, result: EpochResult) -> float:
-        """The monitored value of the validation data after an epoch: its mean loss
-        (recorded in ``validation_losses_``) or the opposite of ``val_scorer()``
-        (recorded in ``validation_scores_``).
-
-        Raises
-        ------
-        Diverged
-            For a score that is not finite (finite losses, but predictions beyond the
-            dtype's range), after undoing the epoch (back to ``snapshot``).
-        """
-        if val_scorer is None:
-            loss = self._mean_loss(X_val, y_val)
-            self.validation_losses_.append(loss)
-            return loss
-        score = float(val_scorer())
-        if not math.isfinite(score):
-            eta = self.learning_rate_.eta(self.t_)
-            self.train_losses_.pop()
-            self.epochs_completed_ -= 1
-            self.state_.restore(snapshot)
-            raise Diverged(len(call.loader.rows) - 1, score, eta, result.loss,
-                           what="the validation score is")
-        self.validation_scores_.append(score)
-        return -score
 
     def _reduce_on_plateau(self) -> bool:
         """Let the learning rate react to a plateau (scikit-learn's 'adaptive' divides
