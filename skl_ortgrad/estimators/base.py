@@ -303,13 +303,19 @@ class BaseOnnxEstimator(InferenceMixin, ValidationSplitMixin, MemoizedParamNames
         scikit-learn's error for a NaN or infinite value."""
         # Ctrl-C held over both tries (they nest in this block), delivered at its end.
         with DeferredInterrupt():
+            learned = False
             if partial and not self.verbose and self._reads_as_given(X, restart):
                 try:
                     return self._transaction(X, y, sample_weight, restart, partial,
                                              classes, init, rows_as_given=True)
-                except UncheckedRows:
-                    pass
-            return self._transaction(X, y, sample_weight, restart, partial, classes, init)
+                except UncheckedRows as unchecked:
+                    # A first call's try drops the optimizer that learned it: the one
+                    # the checked call builds is told.
+                    learned = unchecked.permanent and restart
+            self._transaction(X, y, sample_weight, restart, partial, classes, init)
+            if learned:
+                self.optimizer_.cast_rows_first()
+            return self
 
     def _reads_as_given(self, X: Any, first: bool) -> bool:
         """Whether a ``partial_fit`` (the ``first`` call or not) may try ``X``'s rows as

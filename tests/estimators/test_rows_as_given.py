@@ -165,16 +165,16 @@ def test_a_divergence_gives_the_checked_calls_error():
                          ids=["averaged", "one short batch"])
 def test_calls_no_program_reads_rows_as_given_for_are_checked(params, checks):
     """Averaged SGD runs per batch, as does a call shorter than the program's least
-    batches: a call that continues such a model finds it before any step and runs
-    checked, and the next ones are checked from the start; the weights are the checked
-    calls'. (The first call finds it too, but the optimizer that learns it is dropped
-    with the try: the second call tries once more.)"""
+    batches: the first call finds it before any step and runs checked, and the next ones
+    are checked from the start (the first call's try drops the optimizer that learned
+    it, and tells the one of the checked call); the weights are the checked calls'."""
     as_given, target = _started("squared error", **params)
     checked, _ = _started("squared error", "F", **params)
+    assert not as_given.optimizer_.reads_rows_as_given
     for block in (slice(0, 1500), slice(1500, 3000), slice(0, 3000)):
         as_given.partial_fit(X[block], target[block])
         checked.partial_fit(np.asfortranarray(X[block]), target[block])
         _assert_same(_fitted(as_given), _fitted(checked))
     assert not as_given.optimizer_.reads_rows_as_given
-    # The first two calls checked X once, after their try; the next ones at once.
+    # Every call checked X once: the first after its try, the next ones at once.
     assert checks == ["C", "F"] * 4
