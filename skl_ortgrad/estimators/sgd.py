@@ -106,6 +106,15 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
     # unweighted loss plus alpha * R(w) at every sample (objective_sum in _sgd_fast).
     _weighted_mean = False
     _tol_on_objective: bool | str = "unweighted"
+    #: The constraints both estimators put over scikit-learn's: its strings, or an
+    #: object of the package (None: no penalty).
+    _objects_allowed: ClassVar[dict] = {
+        "penalty": [StrOptions({"l2", "l1", "elasticnet"}), None, BaseLearningPenalty],
+        "learning_rate": [
+            StrOptions({"constant", "optimal", "invscaling", "adaptive", "pa1", "pa2"}),
+            BaseLearningRate,
+        ],
+    }
 
     def _penalty(self, batch_size: int) -> BaseLearningPenalty:
         return sgd_penalty(self.penalty, self.alpha, self.l1_ratio, batch_size)
@@ -249,11 +258,7 @@ class OnnxSGDRegressor(RegressorMixin, _BaseOnnxSGD):
         **BaseOnnxEstimator._parameter_constraints,
         **SGDRegressor._parameter_constraints,
         "loss": [StrOptions(set(REGRESSION_LOSSES)), BaseLearningLoss],
-        "penalty": [StrOptions({"l2", "l1", "elasticnet"}), None, BaseLearningPenalty],
-        "learning_rate": [
-            StrOptions({"constant", "optimal", "invscaling", "adaptive", "pa1", "pa2"}),
-            BaseLearningRate,
-        ],
+        **_BaseOnnxSGD._objects_allowed,
     }
 
     def __init__(
@@ -385,11 +390,7 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
         **BaseOnnxEstimator._parameter_constraints,
         **SGDClassifier._parameter_constraints,
         "loss": [StrOptions(set(CLASSIFICATION_LOSSES)), BaseLearningLoss],
-        "penalty": [StrOptions({"l2", "l1", "elasticnet"}), None, BaseLearningPenalty],
-        "learning_rate": [
-            StrOptions({"constant", "optimal", "invscaling", "adaptive", "pa1", "pa2"}),
-            BaseLearningRate,
-        ],
+        **_BaseOnnxSGD._objects_allowed,
     }
 
     def __init__(
