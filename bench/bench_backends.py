@@ -4,8 +4,8 @@ Seconds per epoch (estimator ``partial_fit``, defaults, float32) with
 ``backend="onnxruntime-training"`` and ``backend="onnx"`` and scikit-learn's counterpart
 at its defaults, interleaved in one process, on the four problems of the speed issue's
 criteria (regression, binary and 10-class classification, an MLP), on the regression
-with float64 input (numpy's default: scikit-learn trains on it as is, ours checks and
-casts it to float32 at every call), and on sparse problems, binary and 10 classes (CSR,
+with float64 input (numpy's default: scikit-learn trains on it as is, ours casts to
+float32 the rows each training call reads), and on sparse problems, binary and 10 classes (CSR,
 1% of the values stored: both work on the stored values, scikit-learn's per sample, ours
 per batch of 32); then the time to build
 the training
@@ -156,7 +156,9 @@ def tables(result: dict[str, Any]) -> list[Table]:
     epoch_table = Table(
         f"Gradient backends, seconds per epoch ({where})", columns,
         ["estimator partial_fit (one epoch) with its defaults, dense float32 input unless "
-         "the problem says otherwise, one thread everywhere; median of the epochs of "
+         "the problem says otherwise, one onnxruntime and BLAS thread everywhere (ours "
+         "stages the linear program's rows on a helper thread where a core is free: "
+         "runtime/staging.py); median of the epochs of "
          f"{n_rounds} interleaved rounds (one epoch of each contender per round) in one "
          "process; goal of the speed issue: at most 0.5x scikit-learn (the dense float32 "
          "problems)"],

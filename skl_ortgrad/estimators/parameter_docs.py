@@ -104,6 +104,9 @@ COMMON: dict[str, Entry] = {
         one for prediction, where the blocks of a large ``X`` are shared among Python
         threads, as many as the cores other processes leave free
         (:func:`~skl_ortgrad.runtime.threads.free_cores`). An int fixes it for both.
+        Where a core beyond these threads is free, a helper thread gathers and casts
+        the rows of a linear model's next training call while the current one runs
+        (:mod:`~skl_ortgrad.runtime.staging`).
     """),
     "dtype": entry("np.float32 or np.float64", """
         Float type of the ONNX graph: its weights, the training computations and the

@@ -20,6 +20,8 @@ from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
 
 from skl_ortgrad.runtime.batches import MiniBatchLoader
 from skl_ortgrad.runtime.sessions import io_names
+from skl_ortgrad.runtime.staging import StagedRows
+from skl_ortgrad.runtime.threads import free_cores
 
 
 class ProgramRun:
@@ -60,10 +62,10 @@ class ProgramRun:
         self._losses = np.empty(self.n_batches, dtype=program.dtype)
         self._per_row = dict(zip(program.data, loader.per_row, strict=True))
 
-    def _call(self, first: int, count: int) -> tuple[dict[str, np.ndarray],
-                                                     dict[str, np.ndarray]]:
+    def _call(self, first: int, count: int, slot: int | None = None,
+              ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """The feeds and fetches of the call running batches ``first .. first + count -
-        1``, by name."""
+        1``, by name (``slot``: see :meth:`_vectors`)."""
         return (self.program.feeds(self._per_row, self.table, self.weights, first, count),
                 self.program.fetches(self._losses[first:first + count], self.new_weights,
                                      count, {name: norms[first:first + count]
@@ -140,27 +142,36 @@ class ProgramRun:
 
     def run(self, chunk: int) -> None:
         """Run chunk ``chunk``: the weights after its last batch into ``new_weights``."""
-        self._execute(*self.chunks[chunk])
+        self._execute(*self.chunks[chunk], self._staged(chunk))
 
-    def _execute(self, first: int, count: int) -> None:
-        feeds, fetches = self._vectors(first, count)
+    def _staged(self, chunk: int) -> int | None:
+        """The buffer of staged rows that chunk ``chunk`` reads (see
+        :class:`LinearProgramRun`); None: none."""
+        return None
+
+    def _execute(self, first: int, count: int, slot: int | None = None) -> None:
+        feeds, fetches = self._vectors(first, count, slot)
         self._session._sess.run_with_ortvaluevector(
             self._run_options, self._inputs, feeds, self._outputs, fetches, self._devices,
         )
 
-    def _vectors(self, first: int, count: int) -> tuple[OrtValueVector, OrtValueVector]:
+    def _vectors(self, first: int, count: int,
+                 slot: int | None = None) -> tuple[OrtValueVector, OrtValueVector]:
         """The feeds and fetches of the call running batches ``first .. first + count -
-        1`` (bound once; the feed vector again after :meth:`follow`)."""
-        key = (first, count)
+        1`` (bound once; the feed vector again after :meth:`follow`), reading its rows
+        from staged buffer ``slot`` where given (:class:`LinearProgramRun`)."""
+        key = (first, count, slot)
         if key not in self._bound:
             if key not in self._feed_values:
-                feeds, fetches = self._call(first, count)
+                feeds, fetches = self._call(first, count, slot)
+                # A staged call reads a buffer of its own, not the followed feed.
+                followed = self._followed if slot is None else None
                 # Not the followed feed: the binding holds the current one only.
                 self._views.extend([value for name, value in feeds.items()
-                                    if name != self._followed])
+                                    if name != followed])
                 self._views.extend(fetches.values())
                 self._feed_values[key] = (
-                    [None if name == self._followed
+                    [None if name == followed
                      else OrtValue.ortvalue_from_numpy(feeds[name], self._cpu)
                      for name in self._inputs],
                     self._vector([fetches[name] for name in self._outputs]))
@@ -194,8 +205,10 @@ class LinearProgramRun(ProgramRun):
     weight 0 and loss weight 0.
 
     The program reads its rows from the features as given (:attr:`MiniBatchLoader.order`
-    indexes them), so the loader need not copy them; per epoch, :meth:`schedule` writes
-    the per-row inputs: the rows, the targets and the step weights
+    indexes them), so the loader need not copy them, or, where an epoch is several calls
+    (:meth:`stages`), the rows of each call gathered in order and cast before it runs
+    (:mod:`~skl_ortgrad.runtime.staging`); per epoch, :meth:`schedule` writes the
+    per-row inputs: the rows, the targets and the step weights
     :math:`c_i = \eta_j \sigma_j s_i` (the schedule's rate times the batch's output
     gradient, times the row's sample weight).
 
@@ -214,25 +227,53 @@ class LinearProgramRun(ProgramRun):
     #: immediate.
     GROUP_STEPS = 128
     GROUP_VALUES = 2**19
+    #: Values of a call's staged rows at most (:meth:`stages`): every call of the
+    #: defaults on up to 256 features.
+    STAGED_VALUES = 2**21
 
     def __init__(self, program: Any, session: InferenceSession,
                  loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:
-        steps = min(self.GROUP_STEPS,
-                    self.GROUP_VALUES // (program.batch_rows * program.n_features))
-        self._start_rows(program, session, loader, weights,
-                         max(1, steps // len(loader.rows)))
+        self._start_rows(program, session, loader, weights, self.grouped_epochs(
+            len(loader.rows), program.batch_rows, program.n_features))
         self._source, self._generation = loader.features, loader.generation
         # Gather needs C order; a loader's features are usually already (no copy).
         self._features = np.ascontiguousarray(self._source)
-        # A new array of the same layout (the next block of a stream) changes only the
-        # features' feed of every call (follow).
-        self._followed = program.features
-        self._followed_value = OrtValue.ortvalue_from_numpy(self._features, self._cpu)
+        self._threads = session.get_session_options().intra_op_num_threads
+        if program.staged:
+            self._staging = StagedRows(program.steps * program.batch_rows,
+                                       program.n_features, program.dtype,
+                                       self._features.dtype)
+        else:
+            # A new array of the same layout (the next block of a stream) changes only
+            # the features' feed of every call (follow).
+            self._followed = program.features
+            self._followed_value = OrtValue.ortvalue_from_numpy(self._features, self._cpu)
 
-    def _call(self, first: int, count: int) -> tuple[dict[str, np.ndarray],
-                                                     dict[str, np.ndarray]]:
-        # Steps of the laid-out epochs, one after the other.
-        return (self.program.feeds(self._features, self.per_row, self.table, self.weights,
+    @classmethod
+    def grouped_epochs(cls, n_batches: int, batch_rows: int, n_features: int) -> int:
+        """:attr:`epochs_per_call` of epochs of ``n_batches`` batches of ``batch_rows``
+        rows of ``n_features`` features."""
+        steps = min(cls.GROUP_STEPS, cls.GROUP_VALUES // (batch_rows * n_features))
+        return max(1, steps // n_batches)
+
+    @classmethod
+    def stages(cls, n_batches: int, steps: int, batch_rows: int, n_features: int) -> bool:
+        """Whether epochs of ``n_batches`` batches run the program's ``staged`` form
+        (``steps`` batches a call), on rows gathered in order and cast
+        (:mod:`~skl_ortgrad.runtime.staging`): where an epoch is several calls, epochs
+        are not grouped (:meth:`grouped_epochs`) and a call reads at most
+        :attr:`STAGED_VALUES` values (its two buffers at most 16 MiB of float32). Else
+        each call reads the features as given, at the rows' indices, casting them batch
+        by batch where their type is not the program's."""
+        return (n_batches > steps and steps * batch_rows * n_features <= cls.STAGED_VALUES
+                and cls.grouped_epochs(n_batches, batch_rows, n_features) == 1)
+
+    def _call(self, first: int, count: int, slot: int | None = None,
+              ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        # Steps of the laid-out epochs, one after the other; a staged call reads its
+        # buffer.
+        features = self._features if slot is None else self._staging.buffers[slot]
+        return (self.program.feeds(features, self.per_row, self.table, self.weights,
                                    first, count),
                 self.program.fetches(self._values, self.new_weights, first, count,
                                      self._norms))
@@ -252,6 +293,8 @@ class LinearProgramRun(ProgramRun):
         self.per_row = {name: np.zeros(size, dtype=np.int64) if name in program.index_rows
                         else np.zeros(outputs, dtype=program.dtype)
                         for name in program.per_row}
+        # The epochs' rows: an input, or (staged) what the calls' rows are gathered from.
+        self._rows = self.per_row.get("rows", np.zeros(size, dtype=np.int64))
         # 1 for every row, 0 for padding; the loss weights are the sample weights.
         self._row_mask = np.zeros(size, dtype=program.dtype)
         self._by_epoch(self._row_mask, epochs)[:, :self._n_rows] = 1.0
@@ -259,6 +302,10 @@ class LinearProgramRun(ProgramRun):
         self._values = np.empty(outputs, dtype=program.dtype)
         self._scales = np.empty(epochs * self.n_batches, dtype=loader.scales.dtype)
         self._weighted = False
+        # Staged rows (stages), whether the helper stages this epoch's (schedule), and
+        # how many epochs were laid out (which one staged rows belong to).
+        self._staging: StagedRows | None = None
+        self._helped, self._laid_out = False, 0
 
     def _by_epoch(self, array: np.ndarray, epochs: int) -> np.ndarray:
         """The rows of the first ``epochs`` laid-out epochs of a per-row ``array``, one
@@ -279,22 +326,60 @@ class LinearProgramRun(ProgramRun):
 
     def follow(self, loader: MiniBatchLoader) -> None:
         if loader.features is not self._source:
+            self._drain()
             self._source = self._features = loader.features
             self._generation = loader.generation
-            self._followed_value = OrtValue.ortvalue_from_numpy(self._features, self._cpu)
-            self._bound.clear()
+            if self._staging is None:
+                self._followed_value = OrtValue.ortvalue_from_numpy(self._features,
+                                                                    self._cpu)
+                self._bound.clear()
 
     def schedule(self, etas: np.ndarray, loader: MiniBatchLoader, l1: float, l2: float,
                  rows: int, extra: dict[str, np.ndarray] | None = None) -> None:
         self.lay_out(loader)
+        if self._staging is not None:
+            # Where a core is free beside the call's threads (0: onnxruntime's default,
+            # every core), the helper stages the next call's rows, else the caller does.
+            threads = self._threads
+            self._helped = threads > 0 and free_cores() > threads
+            if self._helped:
+                self._staging.start((self._laid_out, 0), 0, self._features,
+                                    self._chunk_rows(0))
         self.schedule_epochs(etas, l1, l2, rows, extra, epochs=1)
+
+    def _staged(self, chunk: int) -> int | None:
+        """Staged (see :meth:`stages`): the buffer of the rows the helper staged for this
+        chunk of this epoch, else of rows staged now; the helper (where a core is free,
+        see :meth:`schedule`) then stages the next chunk's while this one runs."""
+        if self._staging is None:
+            return None
+        slot = chunk % 2
+        if self._staging.wait() != (self._laid_out, chunk):
+            self._staging.fill(slot, self._features, self._chunk_rows(chunk))
+        if self._helped and chunk + 1 < len(self.chunks):
+            self._staging.start((self._laid_out, chunk + 1), (chunk + 1) % 2,
+                                self._features, self._chunk_rows(chunk + 1))
+        return slot
+
+    def _chunk_rows(self, chunk: int) -> np.ndarray:
+        """The row indices of chunk ``chunk``'s batches (a view)."""
+        first, count = self.chunks[chunk]
+        b = self.program.batch_rows
+        return self._rows[first * b:(first + count) * b]
+
+    def _drain(self) -> None:
+        """Leave the helper's pending gather, if any (before the rows or the features it
+        reads change)."""
+        if self._staging is not None:
+            self._staging.wait(discard=True)
 
     def lay_out(self, loader: MiniBatchLoader, epoch: int = 0) -> None:
         """Write the loader's current epoch (its order, labels, sample weights and batch
         scales) as laid-out epoch ``epoch``: the per-row inputs but the step weights."""
+        self._drain()
+        self._laid_out += 1
         n, offset = loader.n_rows, epoch * self._epoch_rows
-        if "rows" in self.per_row:
-            self.per_row["rows"][offset:offset + n] = loader.order
+        self._rows[offset:offset + n] = loader.order
         if "stored_counts" in self.per_row:
             # Padding rows store nothing.
             self.per_row["stored_counts"][offset:offset + n] = loader.row_spans[1]
@@ -365,7 +450,8 @@ class SparseLinearProgramRun(LinearProgramRun):
         """Nothing to change: each call lays out its rows from the loader (:meth:`fits`
         only the one it was bound to)."""
 
-    def _vectors(self, first: int, count: int) -> tuple[OrtValueVector, OrtValueVector]:
+    def _vectors(self, first: int, count: int,
+                 slot: int | None = None) -> tuple[OrtValueVector, OrtValueVector]:
         stored = self._loader.stored_rows(self.program.dtype)
         per_row = self.per_row
         if stored is None:

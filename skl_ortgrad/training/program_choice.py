@@ -293,9 +293,18 @@ class ProgramCache:
         whole = bool(cumulative and loader.sparse and size * loader.n_stored
                      >= WHOLE_RULE_STORED * loader.n_rows * loader.n_features)
         # Dense features of another type than the weights' (float64 rows of a float32
-        # model, read as given): only the linear program reads them, casting each batch.
+        # model, read as given): only the linear program reads them, casting each batch
+        # (or reading them staged: cast by its binding).
         features = None if loader.sparse else loader.features.dtype
-        key = (weighted, size, PROGRAM_STEPS, LINEAR_STEPS, loader.sparse, features, names,
+        # The dense linear program (two weights, W and b: the other programs do not
+        # depend on it) reads staged rows where an epoch is several of its calls.
+        staged = (not loader.sparse and len(state.weights) == 2
+                  and LinearProgramRun.stages(
+                      len(loader.rows),
+                      linear_steps(size, loader.n_features, LINEAR_STEPS, PROGRAM_STEPS),
+                      size, loader.n_features))
+        key = (weighted, size, PROGRAM_STEPS, LINEAR_STEPS, loader.sparse, features, staged,
+               names,
                elastic and penalty.l1 > 0 and not cumulative, elastic and penalty.l2 > 0,
                cumulative, whole, norms, unweighted, inner.update_key(),
                setup.loss_key(weighted))
@@ -326,7 +335,7 @@ class ProgramCache:
     def _build(
         self, setup: TrainingSetup, state: TrainingState, weighted: bool, size: int,
         steps: int, linear_steps_most: int, sparse: bool, features: np.dtype | None,
-        penalized: tuple[str, ...],
+        staged: bool, penalized: tuple[str, ...],
         l1: bool, l2: bool, cumulative: bool, whole: bool, norms: bool, unweighted: bool,
         update: BaseLearningRate,
     ) -> tuple[StepProgram | LinearProgram, InferenceSession] | None:
@@ -337,7 +346,8 @@ class ProgramCache:
         for a gradient graph the program cannot hold (control flow), for sparse
         features out of the linear program's reach (or of its int32 columns), and for
         dense ``features`` of another type than the weights' out of its reach (it casts
-        each batch it gathers).
+        each batch it gathers, or, ``staged``, reads the rows its binding gathered and
+        cast: :meth:`~skl_ortgrad.runtime.program_run.LinearProgramRun.stages`).
 
         The hand-written linear step (:func:`~skl_ortgrad.training.programs.
         linear_program`, 6 to 11 nodes instead of the gradient graph's 30-odd; equal to
@@ -372,7 +382,7 @@ class ProgramCache:
                     threshold=getattr(setup.loss, "threshold", 1.0), sparse=sparse,
                     n_outputs=n_outputs, norms=norms, cumulative=cumulative, whole=whole,
                     intercept_step=1.0 if factors is None else float(factors[1]),
-                    features_dtype=wide,
+                    features_dtype=None if staged else wide, staged=staged,
                 )
             else:
                 program = generic_program(

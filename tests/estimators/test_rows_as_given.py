@@ -11,6 +11,7 @@ import pytest
 from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
 from skl_ortgrad.estimators import finite_input
 from skl_ortgrad.exceptions import ConvergenceError
+from skl_ortgrad.runtime import program_run
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((3000, 8))
@@ -51,6 +52,13 @@ def _fitted(model):
 def _assert_same(got, want):
     for name in want:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+@pytest.fixture(autouse=True, params=[1, 8], ids=["one core", "a free core"])
+def cores(monkeypatch, request):
+    """The cores free to a call: a call of 3000 rows is two calls of the linear program,
+    on rows staged by the calling thread alone, or with the helper thread."""
+    monkeypatch.setattr(program_run, "free_cores", lambda: request.param)
 
 
 @pytest.fixture

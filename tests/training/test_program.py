@@ -259,6 +259,10 @@ def _run_linear(program: LinearProgram, loss: str, dtype: type, l1: float, l2: f
         if isinstance(program, SparseLinearProgram):
             feeds = program.feeds(*_stored_layout(data["X"]), per_row, table, weights,
                                   first, count)
+        elif program.staged:
+            # The call's rows, in order.
+            rows = ORDER[first * BATCH:(first + count) * BATCH]
+            feeds = program.feeds(data["X"][rows], per_row, table, weights, first, count)
         else:
             feeds = program.feeds(data["X"], per_row, table, weights, first, count)
         new = [np.empty_like(w) for w in weights]
@@ -350,6 +354,37 @@ def test_linear_program_on_float64_rows_computes_what_it_computes_on_them_cast(
         got = _run_linear(wide, loss, np.float32, l1, l2, weighted, outputs, features=rows)
         for value, want in zip([*got[0], got[1]], [*expected[0], expected[1]], strict=True):
             np.testing.assert_array_equal(value, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("penalty", ["none", "l2", "elastic"])
+@pytest.mark.parametrize(("loss", "outputs"), [
+    ("squared_error", 1), ("log", 1), ("hinge", 1), ("log", 3), ("hinge", 3)])
+def test_staged_linear_program_computes_what_it_computes_on_rows_by_index(
+        loss, outputs, penalty, weighted, dtype):
+    """``staged=True``: fed each call's rows in order (those the other form gathers at
+    their indices), without the ``rows`` input and its ``Gather``: the same weights and
+    batch losses, bit for bit, 1, 3 and 8 steps per call."""
+    l1, l2 = PENALTIES[penalty]
+    arguments = dict(l1=l1 > 0, l2=l2 > 0, n_outputs=outputs)
+    for steps in (1, 3, 8):
+        by_index = linear_program(loss, N_FEATURES, steps, BATCH, dtype, **arguments)
+        staged = linear_program(loss, N_FEATURES, steps, BATCH, dtype, staged=True,
+                                **arguments)
+        assert staged.staged and "rows" not in {i.name for i in staged.model.graph.input}
+        body = next(a.g for a in staged.model.graph.node[0].attribute if a.name == "body")
+        assert "Gather" not in {node.op_type for node in body.node}
+        expected = _run_linear(by_index, loss, dtype, l1, l2, weighted, outputs)
+        got = _run_linear(staged, loss, dtype, l1, l2, weighted, outputs)
+        for value, want in zip([*got[0], got[1]], [*expected[0], expected[1]], strict=True):
+            np.testing.assert_array_equal(value, want)
+
+
+def test_a_staged_linear_program_reads_rows_of_its_own_type():
+    with pytest.raises(ValueError, match="staged linear program reads rows of its own"):
+        linear_program("squared_error", N_FEATURES, 2, BATCH, np.float32, staged=True,
+                       features_dtype=np.float64)
 
 
 @pytest.mark.parametrize("penalty", ["l2", "l1", "elastic"])

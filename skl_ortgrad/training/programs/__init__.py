@@ -117,13 +117,13 @@ def linear_program(
     dtype: np.dtype | type = np.float32, l1: bool = False, l2: bool = False,
     threshold: float = 1.0, sparse: bool = False, n_outputs: int = 1, norms: bool = False,
     cumulative: bool = False, whole: bool = False, intercept_step: float = 1.0,
-    features_dtype: np.dtype | type | None = None,
+    features_dtype: np.dtype | type | None = None, staged: bool = False,
 ) -> LinearProgram:
     """The linear program of ``steps`` steps: :func:`~skl_ortgrad.training.programs.
     linear.dense_linear_program`, or its sparse form (``sparse``, :func:`~skl_ortgrad.
     training.programs.sparse.sparse_linear_program`), whose arguments it takes
-    (the same in both; ``whole``: the sparse form's, ``features_dtype``: the dense
-    form's).
+    (the same in both; ``whole``: the sparse form's, ``features_dtype`` and ``staged``:
+    the dense form's).
 
     Memoized (64 programs): the same arguments give the same object, which callers only
     read (a grid search of small fits writes each program once).
@@ -134,4 +134,5 @@ def linear_program(
         return sparse_linear_program(loss, n_features, steps, batch_rows,
                                      cumulative=cumulative, whole=whole, **arguments)
     return dense_linear_program(loss, n_features, steps, batch_rows, cumulative=cumulative,
-                                features_dtype=features_dtype, **arguments)
+                                features_dtype=features_dtype, staged=staged,
+                                **arguments)

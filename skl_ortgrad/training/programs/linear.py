@@ -77,7 +77,12 @@ class LinearProgram(PerStep):
     #: Input and output names (fixed: the program is written by hand).
     weights: tuple[str, ...] = ("coef", "intercept")
     new_weights: tuple[str, ...] = ("new_coef", "new_intercept")
-    per_row = ("rows", "target", "step_weight")
+    #: The per-row inputs: without the rows' indices where the program reads its rows
+    #: in order (``staged``).
+    per_row: tuple[str, ...] = ("rows", "target", "step_weight")
+    #: Whether the features fed are the call's rows, in order (staged by the caller), or
+    #: the whole dataset, which each step reads at its ``rows``.
+    staged: bool = False
     #: The per-row inputs of integers, one per row whatever :math:`K`: the row indices
     #: and (the sparse form with the cumulative L1 penalty) the values each row stores.
     index_rows = ("rows", "stored_counts")
@@ -160,8 +165,12 @@ class LinearProgram(PerStep):
         table: dict[str, np.ndarray], weights: Sequence[np.ndarray], first: int, count: int,
     ) -> dict[str, np.ndarray]:
         """The inputs of the call running batches ``first .. first + count - 1``, as
-        views: ``features`` (the whole dataset, C-contiguous), ``per_row`` (the epoch's
-        :attr:`per_row` arrays), ``table`` (:func:`scalar_table`), the ``weights``."""
+        views: ``features`` (the whole dataset, C-contiguous; :attr:`staged`: the call's
+        rows in order, first), ``per_row`` (the epoch's :attr:`per_row` arrays),
+        ``table`` (:func:`scalar_table`), the ``weights``."""
+        if self.staged:
+            b = self.batch_rows
+            features = features[:count * b].reshape(count, b, self.n_features)
         return {self.features: features,
                 **self._step_feeds(per_row, table, weights, first, count)}
 
@@ -257,11 +266,12 @@ def dense_linear_program(
     dtype: np.dtype | type = np.float32, l1: bool = False, l2: bool = False,
     threshold: float = 1.0, n_outputs: int = 1, norms: bool = False,
     cumulative: bool = False, intercept_step: float = 1.0,
-    features_dtype: np.dtype | type | None = None,
+    features_dtype: np.dtype | type | None = None, staged: bool = False,
 ) -> LinearProgram:
     r"""The program of ``steps`` steps of a linear model, written by hand, on rows.
 
-    Per step, with the batch's rows :math:`X_B` = ``Gather(X, rows)`` (``[b, d]``),
+    Per step, with the batch's rows :math:`X_B` = ``Gather(X, rows)`` (``[b, d]``; the
+    ``X`` of the step itself where ``staged``),
     :math:`W` of shape ``[1, d]``, the scores :math:`s = W X_B^\top + b` (one ``Gemm``,
     ``[1, b]``), the ``target`` :math:`y` (``[1, b]``) and the step weights :math:`c`:
 
@@ -319,6 +329,10 @@ def dense_linear_program(
         float64 ones of a float32 model, or the reverse): every step casts its gathered
         rows to ``dtype`` (``Cast`` rounds as numpy's cast), so the program computes what
         it computes on ``X`` cast beforehand, bit for bit, without a cast of all of ``X``.
+    staged : bool
+        Read each step's rows in order, fed ``[steps, b, d]`` as ``X`` (the caller
+        gathered them: :mod:`~skl_ortgrad.runtime.staging`), without the ``rows`` input
+        and its ``Gather``: the same scores and updates, bit for bit.
 
     Returns
     -------
@@ -338,8 +352,10 @@ def dense_linear_program(
     constants: dict[str, np.ndarray] = {
         "intercept_steps": np.full((1, b) if outputs > 1 else (b, 1), intercept_step,
                                    dtype=dtype)}
-    batch = emit("Gather", [p.features, rows], "batch", axis=0)
     wide = features_dtype is not None and np.dtype(features_dtype) != np.dtype(dtype)
+    if staged and wide:
+        raise ValueError("A staged linear program reads rows of its own dtype.")
+    batch = p.features if staged else emit("Gather", [p.features, rows], "batch", axis=0)
     if wide:
         batch = emit("Cast", [batch], "batch_cast", to=elem)
     s = (emit("Gemm", [batch, coef, intercept], "score") if outputs > 1
@@ -362,8 +378,9 @@ def dense_linear_program(
     template = StepTemplate(
         nodes=step.nodes,
         initializers=[numpy_helper.from_array(v, name) for name, v in constants.items()],
-        data=[value_info(rows, TensorProto.INT64, [b]), value_info(target, elem, row_shape),
-              value_info(step_weight, elem, row_shape)],
+        data=[value_info(p.features, elem, [b, n_features]) if staged
+              else value_info(rows, TensorProto.INT64, [b]),
+              value_info(target, elem, row_shape), value_info(step_weight, elem, row_shape)],
         scalars=step.scalar_inputs(),
         weights=[value_info(coef, elem, coef_shape), value_info(intercept, elem, [1, outputs]),
                  *(value_info(name, elem, coef_shape) for name in weights[2:])],
@@ -372,13 +389,15 @@ def dense_linear_program(
         ir_version=IR_VERSION, extra=extra,
     )
     graph = scan(template, list(new_weights), losses=p.values,
-                 dataset=[value_info(p.features, onnx_dtype(features_dtype) if wide else elem,
-                                     [None, n_features])])
+                 dataset=[] if staged else [value_info(
+                     p.features, onnx_dtype(features_dtype) if wide else elem,
+                     [None, n_features])])
     return p(
         model=linear_model(graph), loss=loss, threshold=float(threshold), steps=int(steps),
         batch_rows=b, n_features=int(n_features), scalars=template.scalars,
         dtype=np.dtype(dtype), n_outputs=outputs, norms=tuple(name for name, _, _ in extra),
         weights=weights, new_weights=new_weights,
+        per_row=(target, step_weight) if staged else p.per_row, staged=staged,
     )
 
 
