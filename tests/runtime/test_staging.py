@@ -98,20 +98,22 @@ def test_an_exception_of_either_thread_is_raised_by_the_wait(monkeypatch, failin
 
     def failing(*args, **kwargs):
         helper = threading.current_thread() is not threading.main_thread()
+        first = helper and not helper_started.is_set()
+        if first:
+            helper_started.set()
         if helper == (failing_thread == "helper"):
             raise MemoryError("no room")
-        if helper and not helper_started.is_set():
+        if first:
             # The caller gets a share.
-            helper_started.set()
             release.wait(5)
         return take(*args, **kwargs)
 
     staged = StagedRows(len(INDICES), 5, np.float64, np.float64)
     monkeypatch.setattr(staging.np, "take", failing)
     staged.start("key", 0, FEATURES, INDICES)
-    if failing_thread == "caller":
-        helper_started.wait(5)
-        threading.Timer(0.2, release.set).start()
+    # The helper has begun its first part (and raised there, or holds it).
+    helper_started.wait(5)
+    threading.Timer(0.2, release.set).start()
     with pytest.raises(MemoryError, match="no room"):
         staged.wait()
     monkeypatch.undo()
