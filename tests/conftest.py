@@ -12,12 +12,23 @@ from sklearn.linear_model import LinearRegression
 from sklearn.neural_network import MLPRegressor
 
 from skl_ortgrad.graph.model import TARGET_OPSET
+from skl_ortgrad.runtime import program_run
+from skl_ortgrad.training import program_choice
 
 
 @pytest.fixture(params=AVAILABLE)
 def backend(request):
     """Every gradient backend this Python is configured with (tests/_backends.py), in turn."""
     return request.param
+
+
+@pytest.fixture(autouse=True)
+def no_free_core(monkeypatch):
+    """Training calls find no core free for the helper thread, whatever the machine's
+    load: a call's program form depends on it (the same training either way), and tests
+    count the programs built. The tests of staged rows set the free cores themselves."""
+    monkeypatch.setattr(program_choice, "free_cores", lambda: 1)
+    monkeypatch.setattr(program_run, "free_cores", lambda: 1)
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from sklearn.exceptions import NotFittedError
 
 from skl_ortgrad import OnnxMLPClassifier, OnnxSGDClassifier, OnnxSGDRegressor
 from skl_ortgrad.runtime import program_run
+from skl_ortgrad.training import program_choice
 
 pytestmark = pytest.mark.usefixtures("default_sigint")
 
@@ -133,6 +134,7 @@ CALLS = {"SGD refit": _sgd_refit, "first MLP fit": _mlp_first_fit,
 def test_ctrl_c_at_every_line_leaves_the_estimator_as_before_or_consistent(monkeypatch):
     # The helper thread shares the staged rows (the lines a call runs must not depend on
     # the machine's load).
+    monkeypatch.setattr(program_choice, "free_cores", lambda: 8)
     monkeypatch.setattr(program_run, "free_cores", lambda: 8)
     covered: set[tuple[str, int]] = set()
     problems = []

@@ -43,6 +43,7 @@ from skl_ortgrad.runtime.program_run import (
 )
 from skl_ortgrad.runtime.sessions import cached_session
 from skl_ortgrad.runtime.step import OrtGradientStep
+from skl_ortgrad.runtime.threads import free_cores
 from skl_ortgrad.training.divergence import UncheckedRows
 from skl_ortgrad.training.engines import training_model
 from skl_ortgrad.training.programs import (
@@ -203,6 +204,7 @@ class ProgramCache:
         self._engine = engine
         self._programs: dict[tuple, tuple[Any, InferenceSession] | None] = {}
         self._binding: tuple[MiniBatchLoader, tuple, ProgramRun] | None = None
+        self._bindings: dict[bool, tuple[MiniBatchLoader, tuple, ProgramRun]] = {}
         #: Set when :meth:`bound` found no program that reads unchecked rows as given:
         #: the trainer's later calls have them checked and cast first
         #: (:attr:`~skl_ortgrad.training.trainer.Trainer.reads_rows_as_given`).
@@ -294,15 +296,18 @@ class ProgramCache:
                      >= WHOLE_RULE_STORED * loader.n_rows * loader.n_features)
         # Dense features of another type than the weights' (float64 rows of a float32
         # model, read as given): only the linear program reads them, casting each batch
-        # (or reading them staged: cast by its binding).
+        # (or reading them staged: cast by the helper thread).
         features = None if loader.sparse else loader.features.dtype
-        # The dense linear program (two weights, W and b: the other programs do not
-        # depend on it) reads staged rows where an epoch is several of its calls.
+        # Where an epoch is several calls of the dense linear program (two weights, W
+        # and b: the other programs do not depend on it) and a core is free beside the
+        # calls' threads, the helper thread stages their rows, which the program's
+        # staged form reads.
         staged = (not loader.sparse and len(state.weights) == 2
                   and LinearProgramRun.stages(
                       len(loader.rows),
                       linear_steps(size, loader.n_features, LINEAR_STEPS, PROGRAM_STEPS),
-                      size, loader.n_features))
+                      size, loader.n_features)
+                  and free_cores() > int(setup.n_threads))
         key = (weighted, size, PROGRAM_STEPS, LINEAR_STEPS, loader.sparse, features, staged,
                names,
                elastic and penalty.l1 > 0 and not cumulative, elastic and penalty.l2 > 0,
@@ -323,12 +328,17 @@ class ProgramCache:
             # An unpickled state is not packed: it trains per batch.
             return None
         arrays = [*state.weights, *states, *state.penalty[1:]]
-        bound = self._binding
-        if bound is None or bound[0] is not loader or bound[1] != key or not bound[2].fits(
+        # One binding of the loader per form, staged or not (the free cores may change
+        # from call to call).
+        self._bindings = {form: bound for form, bound in self._bindings.items()
+                          if bound[0] is loader}
+        bound = self._bindings.get(staged)
+        if bound is None or bound[1] != key or not bound[2].fits(
                 loader) or not bound[2].binds(arrays):
             program, session = built
             bound = loader, key, BINDINGS[type(program)](program, session, loader, arrays)
-            self._binding = bound
+            self._bindings[staged] = bound
+        self._binding = bound
         bound[2].follow(loader)
         return bound[2]
 
@@ -346,8 +356,8 @@ class ProgramCache:
         for a gradient graph the program cannot hold (control flow), for sparse
         features out of the linear program's reach (or of its int32 columns), and for
         dense ``features`` of another type than the weights' out of its reach (it casts
-        each batch it gathers, or, ``staged``, reads the rows its binding gathered and
-        cast: :meth:`~skl_ortgrad.runtime.program_run.LinearProgramRun.stages`).
+        each batch it gathers, or, ``staged``, reads the rows its binding staged:
+        :meth:`~skl_ortgrad.runtime.program_run.LinearProgramRun.stages`).
 
         The hand-written linear step (:func:`~skl_ortgrad.training.programs.
         linear_program`, 6 to 11 nodes instead of the gradient graph's 30-odd; equal to

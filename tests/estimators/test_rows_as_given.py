@@ -12,6 +12,7 @@ from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
 from skl_ortgrad.estimators import finite_input
 from skl_ortgrad.exceptions import ConvergenceError
 from skl_ortgrad.runtime import program_run
+from skl_ortgrad.training import program_choice
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((3000, 8))
@@ -57,7 +58,8 @@ def _assert_same(got, want):
 @pytest.fixture(autouse=True, params=[1, 8], ids=["one core", "a free core"])
 def cores(monkeypatch, request):
     """The cores free to a call: a call of 3000 rows is two calls of the linear program,
-    on rows staged by the calling thread alone, or with the helper thread."""
+    reading its rows by index, or staged by the helper thread."""
+    monkeypatch.setattr(program_choice, "free_cores", lambda: request.param)
     monkeypatch.setattr(program_run, "free_cores", lambda: request.param)
 
 

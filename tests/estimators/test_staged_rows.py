@@ -1,8 +1,8 @@
-"""Epochs of several linear program calls run on staged rows (each call's rows gathered in
-order and cast: ``skl_ortgrad.runtime.staging``), by the calling thread or shared with
-the helper thread where a core is free: the same training, bit for bit, as the program
-reading the rows at their indices, for fit, a stream of new blocks, and an epoch that
-Ctrl-C interrupts between two calls."""
+"""Epochs of several linear program calls run on staged rows where a core is free (each
+call's rows gathered in order and cast: ``skl_ortgrad.runtime.staging``), shared with the
+helper thread, or by the calling thread alone where the epoch finds no core free: the
+same training, bit for bit, as the program reading the rows at their indices, for fit, a
+stream of new blocks, and an epoch that Ctrl-C interrupts between two calls."""
 
 import signal
 
@@ -13,6 +13,7 @@ from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
 from skl_ortgrad.runtime import program_run
 from skl_ortgrad.runtime.program_run import LinearProgramRun
 from skl_ortgrad.runtime.staging import StagedRows
+from skl_ortgrad.training import program_choice
 
 RNG = np.random.default_rng(3)
 # 3000 rows: 94 batches of 32, an epoch of two calls of the linear program.
@@ -38,13 +39,14 @@ WAYS = ["by index", "staged by the caller", "staged with the helper"]
 
 @pytest.fixture
 def way(monkeypatch, request):
-    """Set the way the linear program reads its rows; return the calls that staged rows
-    by the caller alone (``fill``) and with the helper (``start``)."""
-    if request.param == "by index":
-        monkeypatch.setattr(LinearProgramRun, "stages", classmethod(lambda *args: False))
-    else:
-        cores = 8 if request.param == "staged with the helper" else 1
-        monkeypatch.setattr(program_run, "free_cores", lambda: cores)
+    """Set the way the linear program reads its rows: the free cores its choice sees
+    (none: by index), and those each epoch sees (none: the caller stages the rows of the
+    staged form itself, as where the load rose since the call chose); return the calls
+    that staged rows by the caller alone (``fill``) and with the helper (``start``)."""
+    choice, epoch = {"by index": (1, 1), "staged by the caller": (8, 1),
+                     "staged with the helper": (8, 8)}[request.param]
+    monkeypatch.setattr(program_choice, "free_cores", lambda: choice)
+    monkeypatch.setattr(program_run, "free_cores", lambda: epoch)
     calls = {"fill": 0, "start": 0}
     for name in calls:
         original = getattr(StagedRows, name)
@@ -105,6 +107,7 @@ def _assert_same(got, want):
 
 
 def _expected(case, dtype, weighted, interrupt_at=None):
+    """The state that the program reading its rows by index gives."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(LinearProgramRun, "stages", classmethod(lambda *args: False))
         return _state(_trained(case, dtype, weighted, interrupt_at))
