@@ -6,16 +6,15 @@ distribution: ``X ~ N(0, 1)``, a regression target :math:`y = Xw + 0.5\\,\\varep
 and a class label :math:`[Xw + 0.5\\,\\varepsilon > 0]`. One ``partial_fit`` per block,
 at the defaults but the loss: ``OnnxSGDClassifier(loss="log_loss")`` against
 ``SGDClassifier(loss="log_loss")``, and ``OnnxSGDRegressor()`` against ``SGDRegressor()``
-(squared error). scikit-learn trains on float64 as it is; ours computes in float32: its
-first call casts and checks the block, the next ones read the float64 rows as given (the
-rows of each call of the linear program are gathered and cast as the epoch runs, by a
-helper thread while the call before runs where a core is free). The first block (with
-``classes``) builds the estimators; then every contender receives the same blocks in the
-same order, in interleaved rounds, one onnxruntime and BLAS thread everywhere. Ours runs
-twice: as it runs (the helper on the second core), and held to one core (the calling
-thread's CPU affinity set to one core for its calls: no core is free to the call, which
-stages the rows itself). ``N_BLOCKS`` distinct blocks are drawn and sent in turn, so
-that no call sees the array of the call before.
+(squared error). scikit-learn trains on float64 as it is; ours computes in float32 and
+reads the float64 rows as given (the linear program's calls cast the rows they read,
+which a helper thread gathers and casts while the call before runs where a core is
+free). The first block (with ``classes``) builds the estimators; then every contender
+receives the same blocks in the same order, in interleaved rounds, one onnxruntime and
+BLAS thread everywhere. Ours runs twice: as it runs (the helper on the second core), and
+held to one core (the calling thread's CPU affinity set to one core for its calls: no
+core is free to the call, whose program reads its rows by index). ``N_BLOCKS`` distinct
+blocks are drawn and sent in turn, so that no call sees the array of the call before.
 """
 
 from __future__ import annotations

@@ -7,15 +7,16 @@ model are cast batch by batch. Staged, the rows of a call are gathered in numpy,
 order the call reads them, and cast to the program's type, into a buffer that the call
 then reads one row after the other, from the caches. Where a core is free, the helper
 thread (:func:`helper_thread`) stages the next call's rows while the current call runs:
-numpy's ``take`` and casts and onnxruntime's ``run`` all release the GIL.
+numpy's ``take`` and casts and onnxruntime's ``run`` all release the GIL. Without one,
+staging costs what it saves, and the program reads its rows by index
+(:meth:`~skl_ortgrad.runtime.program_run.LinearProgramRun.stages`).
 
 Measured on blocks of 100k x 50 float64 rows of a float32 model (a call of 32 steps of
 256 rows, one onnxruntime thread, 2-core Intel Xeon, December 2026): the call gathering
 and casting its rows itself 1.1-1.3 ms; staging them 0.4 ms where the block is in the
 caches, 0.6-0.7 ms where it is not, and the call on them 0.34 ms. A block's
-``partial_fit`` (medians of 30-60 interleaved rounds, four runs, ad hoc): 12.4-13.7 ms
-reading the rows as given, 11.8-12.6 ms staged by the calling thread, 9.9-11.7 ms shared
-with the helper.
+``partial_fit`` (medians of 30-60 interleaved rounds, five runs, ad hoc): 12.4-13.7 ms
+reading the rows by index, 9.9-11.9 ms staged with the helper.
 """
 
 from __future__ import annotations
