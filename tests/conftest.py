@@ -27,8 +27,8 @@ def no_free_core(monkeypatch):
     """Training calls find no core free for the helper thread, whatever the machine's
     load: a call's program form depends on it (the same training either way), and tests
     count the programs built. The tests of staged rows set the free cores themselves."""
-    monkeypatch.setattr(program_choice, "free_cores", lambda: 1)
-    monkeypatch.setattr(program_run, "free_cores", lambda: 1)
+    monkeypatch.setattr(program_choice, "helper_core_free", lambda threads: False)
+    monkeypatch.setattr(program_run, "helper_core_free", lambda threads: False)
 
 
 @pytest.fixture

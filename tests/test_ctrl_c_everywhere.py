@@ -134,8 +134,8 @@ CALLS = {"SGD refit": _sgd_refit, "first MLP fit": _mlp_first_fit,
 def test_ctrl_c_at_every_line_leaves_the_estimator_as_before_or_consistent(monkeypatch):
     # The helper thread shares the staged rows (the lines a call runs must not depend on
     # the machine's load).
-    monkeypatch.setattr(program_choice, "free_cores", lambda: 8)
-    monkeypatch.setattr(program_run, "free_cores", lambda: 8)
+    monkeypatch.setattr(program_choice, "helper_core_free", lambda threads: True)
+    monkeypatch.setattr(program_run, "helper_core_free", lambda threads: True)
     covered: set[tuple[str, int]] = set()
     problems = []
     counts = dict.fromkeys(CALLS, 0)

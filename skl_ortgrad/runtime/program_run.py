@@ -21,7 +21,7 @@ from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
 from skl_ortgrad.runtime.batches import MiniBatchLoader
 from skl_ortgrad.runtime.sessions import io_names
 from skl_ortgrad.runtime.staging import StagedRows, helper_thread
-from skl_ortgrad.runtime.threads import free_cores
+from skl_ortgrad.runtime.threads import helper_core_free
 
 
 class ProgramRun:
@@ -206,8 +206,9 @@ class LinearProgramRun(ProgramRun):
 
     The program reads its rows from the features as given (:attr:`MiniBatchLoader.order`
     indexes them), so the loader need not copy them, or, where an epoch is several calls
-    (:meth:`stages`), the rows of each call gathered in order and cast before it runs
-    (:mod:`~skl_ortgrad.runtime.staging`); per epoch, :meth:`schedule` writes the
+    and a core is free (:meth:`stages`), the rows of each call gathered in order and
+    cast before it runs (:mod:`~skl_ortgrad.runtime.staging`); per epoch,
+    :meth:`schedule` writes the
     per-row inputs: the rows, the targets and the step weights
     :math:`c_i = \eta_j \sigma_j s_i` (the schedule's rate times the batch's output
     gradient, times the row's sample weight).
@@ -344,10 +345,9 @@ class LinearProgramRun(ProgramRun):
                  rows: int, extra: dict[str, np.ndarray] | None = None) -> None:
         self.lay_out(loader)
         if self._staging is not None:
-            # Where a core is free beside the call's threads (0: onnxruntime's default,
-            # every core), the helper stages the next call's rows, else the caller does.
-            threads = self._threads
-            self._helped = threads > 0 and free_cores() > threads
+            # Where a core is free beside the call's threads, the helper stages the next
+            # call's rows, else the caller does.
+            self._helped = helper_core_free(self._threads)
             if self._helped:
                 self._staging.start((self._laid_out, 0), 0, self._features,
                                     self._chunk_rows(0))

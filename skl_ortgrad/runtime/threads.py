@@ -52,6 +52,13 @@ def free_cores() -> int:
     return max(1, min(cores, (os.cpu_count() or cores) - (runnable - 1)))
 
 
+def helper_core_free(threads: int) -> bool:
+    """Whether a core is free for the helper thread (:mod:`~skl_ortgrad.runtime.staging`)
+    beside a session of ``threads`` intra-op threads (0: onnxruntime's default, every
+    core): :func:`free_cores` more than ``threads``."""
+    return 0 < threads < free_cores()
+
+
 def training_threads(multiply_adds: float) -> int:
     """Intra-op threads for a training step of ``multiply_adds``: 1 below
     :data:`PARALLEL_WORK`, else every usable core."""

@@ -43,7 +43,7 @@ from skl_ortgrad.runtime.program_run import (
 )
 from skl_ortgrad.runtime.sessions import cached_session
 from skl_ortgrad.runtime.step import OrtGradientStep
-from skl_ortgrad.runtime.threads import free_cores
+from skl_ortgrad.runtime.threads import helper_core_free
 from skl_ortgrad.training.divergence import UncheckedRows
 from skl_ortgrad.training.engines import training_model
 from skl_ortgrad.training.programs import (
@@ -307,7 +307,7 @@ class ProgramCache:
                       len(loader.rows),
                       linear_steps(size, loader.n_features, LINEAR_STEPS, PROGRAM_STEPS),
                       size, loader.n_features)
-                  and free_cores() > int(setup.n_threads))
+                  and helper_core_free(int(setup.n_threads)))
         key = (weighted, size, PROGRAM_STEPS, LINEAR_STEPS, loader.sparse, features, staged,
                names,
                elastic and penalty.l1 > 0 and not cumulative, elastic and penalty.l2 > 0,

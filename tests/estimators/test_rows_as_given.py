@@ -55,12 +55,12 @@ def _assert_same(got, want):
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
-@pytest.fixture(autouse=True, params=[1, 8], ids=["one core", "a free core"])
+@pytest.fixture(autouse=True, params=[False, True], ids=["one core", "a free core"])
 def cores(monkeypatch, request):
-    """The cores free to a call: a call of 3000 rows is two calls of the linear program,
-    reading its rows by index, or staged by the helper thread."""
-    monkeypatch.setattr(program_choice, "free_cores", lambda: request.param)
-    monkeypatch.setattr(program_run, "free_cores", lambda: request.param)
+    """Whether a core is free to a call: a call of 3000 rows is two calls of the linear
+    program, reading its rows by index, or staged by the helper thread."""
+    monkeypatch.setattr(program_choice, "helper_core_free", lambda threads: request.param)
+    monkeypatch.setattr(program_run, "helper_core_free", lambda threads: request.param)
 
 
 @pytest.fixture

@@ -43,10 +43,10 @@ def way(monkeypatch, request):
     (none: by index), and those each epoch sees (none: the caller stages the rows of the
     staged form itself, as where the load rose since the call chose); return the calls
     that staged rows by the caller alone (``fill``) and with the helper (``start``)."""
-    choice, epoch = {"by index": (1, 1), "staged by the caller": (8, 1),
-                     "staged with the helper": (8, 8)}[request.param]
-    monkeypatch.setattr(program_choice, "free_cores", lambda: choice)
-    monkeypatch.setattr(program_run, "free_cores", lambda: epoch)
+    choice, epoch = {"by index": (False, False), "staged by the caller": (True, False),
+                     "staged with the helper": (True, True)}[request.param]
+    monkeypatch.setattr(program_choice, "helper_core_free", lambda threads: choice)
+    monkeypatch.setattr(program_run, "helper_core_free", lambda threads: epoch)
     calls = {"fill": 0, "start": 0}
     for name in calls:
         original = getattr(StagedRows, name)

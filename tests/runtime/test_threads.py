@@ -1,4 +1,5 @@
-"""Intra-op threads of a training step (n_threads='auto')."""
+"""Intra-op threads of a training step (n_threads='auto'); the free cores (prediction's
+blocks, the helper thread of staged rows)."""
 
 import numpy as np
 import pytest
@@ -39,6 +40,16 @@ def test_free_cores_count_the_whole_machine_against_the_usable_ones(monkeypatch,
     path.write_text("5.0 5.0 5.0 7/300 1\n", encoding="ascii")
     monkeypatch.setattr(threads, "LOADAVG", str(path))
     assert threads.free_cores() == 2
+
+
+@pytest.mark.parametrize(("threads_", "free", "expected"), [
+    (1, 2, True), (1, 1, False), (2, 2, False), (2, 3, True),
+    (0, 8, False),  # onnxruntime's default: every core
+])
+def test_the_helper_needs_a_core_beside_the_sessions_threads(monkeypatch, threads_, free,
+                                                             expected):
+    monkeypatch.setattr(threads, "free_cores", lambda: free)
+    assert threads.helper_core_free(threads_) is expected
 
 
 @pytest.mark.parametrize(("make", "features", "expected"), [
