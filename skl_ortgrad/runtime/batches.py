@@ -32,13 +32,10 @@ integer weights and one batch, that is exactly training on repeated rows.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
-
-from skl_ortgrad.runtime.random_state import PermutationAhead, draws_ahead
 
 #: The most slots per stored value (plus one per row) of
 #: :meth:`MiniBatchLoader.stored_rows`, the layout the sparse training program reads rows
@@ -145,7 +142,6 @@ class MiniBatchLoader:
         self.batch_size = max(1, min(int(batch_size), self.n_rows))
         self.shuffle = shuffle
         self.random_state = random_state
-        self._ahead: PermutationAhead | None = None
         self.device = device
         self.tail = tail
         self._sparse = sp.issparse(arrays[0])
@@ -261,18 +257,8 @@ class MiniBatchLoader:
         vect.push_back(OrtValue.ortvalue_from_numpy(scale, self.device))
         return vect
 
-    def draw_ahead(self, submit: Callable[[Callable[[], Any]], Any]) -> None:
-        """Have the next epoch's permutation drawn by ``submit`` (on another thread)
-        while this epoch runs: the next epoch takes it where the generator has not drawn
-        since (:class:`~skl_ortgrad.runtime.random_state.PermutationAhead`), the same
-        permutation and generator state as drawing it then."""
-        if self.shuffle and draws_ahead(self.random_state):
-            self._ahead = PermutationAhead(self.random_state, self.n_rows, submit)
-
     def _permute(self, features: bool) -> None:
-        ahead, self._ahead = self._ahead, None
-        order = None if ahead is None else ahead.take(self.random_state, self.n_rows)
-        self._order = self.random_state.permutation(self.n_rows) if order is None else order
+        self._order = self.random_state.permutation(self.n_rows)
         self._new_order()
         # The features wait when not asked for (see fill_features).
         self._pending = not features and not self._sparse

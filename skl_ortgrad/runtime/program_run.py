@@ -20,7 +20,7 @@ from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
 
 from skl_ortgrad.runtime.batches import MiniBatchLoader
 from skl_ortgrad.runtime.sessions import io_names
-from skl_ortgrad.runtime.staging import StagedRows, helper_thread
+from skl_ortgrad.runtime.staging import StagedRows
 from skl_ortgrad.runtime.threads import helper_core_free
 
 
@@ -291,7 +291,6 @@ class LinearProgramRun(ProgramRun):
         loss weights and the values, for ``epochs`` epochs one after the other. Padding
         rows: index 0, target 0, step weight 0, loss weight 0 (and 0 stored values)."""
         self._start(program, session, weights, len(loader.rows), epochs)
-        self._loader = loader
         self.epochs_per_call = epochs
         self._epoch_rows, self._n_rows = self.n_batches * program.batch_rows, loader.n_rows
         size = epochs * self._epoch_rows
@@ -301,7 +300,8 @@ class LinearProgramRun(ProgramRun):
                         else np.zeros(outputs, dtype=program.dtype)
                         for name in program.per_row}
         # The epochs' rows: an input, or (staged) what the calls' rows are gathered from.
-        self._rows = self.per_row.get("rows", np.zeros(size, dtype=np.int64))
+        self._rows = (self.per_row["rows"] if "rows" in self.per_row
+                      else np.zeros(size, dtype=np.int64))
         # 1 for every row, 0 for padding; the loss weights are the sample weights.
         self._row_mask = np.zeros(size, dtype=program.dtype)
         self._by_epoch(self._row_mask, epochs)[:, :self._n_rows] = 1.0
@@ -365,9 +365,6 @@ class LinearProgramRun(ProgramRun):
         if self._helped and chunk + 1 < len(self.chunks):
             self._staging.start((self._laid_out, chunk + 1), (chunk + 1) % 2,
                                 self._features, self._chunk_rows(chunk + 1))
-            if chunk + 2 == len(self.chunks):
-                # The helper's last rows of the epoch: then the next epoch's permutation.
-                self._loader.draw_ahead(helper_thread().submit)
         return slot
 
     def _chunk_rows(self, chunk: int) -> np.ndarray:
@@ -448,6 +445,7 @@ class SparseLinearProgramRun(LinearProgramRun):
     def __init__(self, program: Any, session: InferenceSession,
                  loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:
         self._start_rows(program, session, loader, weights)
+        self._loader = loader
         # A call's rows in its own layout: calls start at multiples of program.steps.
         self._call_rows = np.arange(self._epoch_rows) % (program.steps * program.batch_rows)
 

@@ -11,8 +11,7 @@ same stream, 32 µs.
 :func:`rewinder` saves a generator's state to put it back later: ``get_state`` takes
 34 µs (numpy copies the 624 words of ``MT19937`` one by one), which a breast cancer fit
 paid at every call that runs several epochs at once (a tenth of a millisecond a fit); a
-copy of the words where numpy's C code keeps them takes 1 µs. :class:`PermutationAhead`
-draws the next permutation on another thread from such a copy.
+copy of the words where numpy's C code keeps them takes 1 µs.
 """
 
 from __future__ import annotations
@@ -81,57 +80,6 @@ def rewinder(generator: RandomState) -> Callable[[], None]:
             _words(bit_generator)[...] = saved
 
     return rewind
-
-
-class PermutationAhead:
-    """``generator.permutation(n)`` drawn ahead, by ``submit`` (another thread), from a
-    copy of the generator's state: :meth:`take` gives it, and moves the generator past
-    it, only where the generator has not drawn since, so that the stream of draws is the
-    one drawing at once would give.
-
-    An epoch's permutation of 100,000 rows takes about 1.1 ms of numpy's legacy shuffle;
-    drawn while the epoch before runs, on a free core, it costs the next epoch nothing.
-    ``generator`` must be a ``RandomState`` over an ``MT19937`` (:func:`draws_ahead`).
-    """
-
-    def __init__(self, generator: RandomState, n: int,
-                 submit: Callable[[Callable[[], Any]], Any]) -> None:
-        self._generator, self._n = generator, n
-        bit_generator = generator._bit_generator
-        with bit_generator.lock:
-            self._before = _words(bit_generator).copy()
-        self._future = submit(self._draw)
-
-    def _draw(self) -> tuple[np.ndarray, np.ndarray]:
-        """The permutation from the copied state, and the state after it."""
-        copy = blank_random_state()
-        after = _words(copy._bit_generator)
-        after[...] = self._before
-        return copy.permutation(self._n), after.copy()
-
-    def take(self, generator: RandomState, n: int) -> np.ndarray | None:
-        """The permutation of ``n`` that ``generator`` would draw now, with the generator
-        moved past it, where it is the one drawn ahead (once its draw ends: sooner than
-        drawing anew); else None (draw at once)."""
-        future = self._future
-        if generator is not self._generator or n != self._n or (
-                future.exception() is not None):
-            return None
-        order, after = future.result()
-        bit_generator = generator._bit_generator
-        with bit_generator.lock:
-            words = _words(bit_generator)
-            if not np.array_equal(words, self._before):
-                return None
-            words[...] = after
-        return order
-
-
-def draws_ahead(generator: Any) -> bool:
-    """Whether :class:`PermutationAhead` can draw for ``generator`` (a ``RandomState``
-    over an ``MT19937``, as :func:`check_random_state` gives)."""
-    return (isinstance(generator, RandomState)
-            and type(getattr(generator, "_bit_generator", None)) is MT19937)
 
 
 def _words(bit_generator: MT19937) -> np.ndarray:

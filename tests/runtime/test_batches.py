@@ -1,8 +1,6 @@
 """Mini-batches: each row once per epoch, seeded permutations, sparse densified per batch;
 feeds laid out as the training step expects (rows, weights, output gradient)."""
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -56,29 +54,6 @@ def test_shuffle_is_seeded_and_changes_between_epochs():
         orders.append([_epoch(loader)[0][1].ravel() for _ in range(2)])
     np.testing.assert_array_equal(orders[0][0], orders[1][0])
     assert not np.array_equal(orders[0][0], orders[0][1])
-
-
-def test_permutations_drawn_ahead_are_the_epochs_permutations():
-    """Each epoch's permutation drawn while the epoch before runs (draw_ahead, on
-    another thread) is the one drawn at the epoch's start, and so are the next ones; a
-    draw in between (another consumer of the generator) makes the epoch draw anew."""
-    X = np.arange(500, dtype=np.float32).reshape((-1, 1))
-    helper = ThreadPoolExecutor(1)
-    orders = []
-    for ahead in (False, True):
-        generator = np.random.RandomState(3)
-        loader = MiniBatchLoader([X, X.copy()], 50, True, generator, CPU, list)
-        epochs = []
-        for epoch in range(4):
-            loader.epoch()
-            epochs.append(loader.order.copy())
-            if ahead:
-                loader.draw_ahead(helper.submit)
-            if epoch == 2:
-                generator.randint(10)
-        orders.append(epochs)
-    np.testing.assert_array_equal(orders[0], orders[1])
-    assert len({tuple(order) for order in orders[0]}) == 4
 
 
 def test_no_shuffle_keeps_order():

@@ -1,20 +1,12 @@
-"""check_random_state: scikit-learn's generators, without the entropy draw; rewinder;
-permutations drawn ahead on another thread."""
+"""check_random_state: scikit-learn's generators, without the entropy draw; rewinder."""
 
 import sys
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pytest
 import sklearn.utils
 
-from skl_ortgrad.runtime.random_state import (
-    PermutationAhead,
-    blank_random_state,
-    check_random_state,
-    draws_ahead,
-    rewinder,
-)
+from skl_ortgrad.runtime.random_state import blank_random_state, check_random_state, rewinder
 
 
 def _same_stream(a: np.random.RandomState, b: np.random.RandomState) -> None:
@@ -103,54 +95,3 @@ def test_rewinder_keeps_its_bit_generator_alive():
     rewind()
     np.testing.assert_array_equal(np.random.RandomState(2).get_state()[1],
                                   bit_generator.state["state"]["key"])
-
-
-HELPER = ThreadPoolExecutor(1)
-
-
-@pytest.mark.parametrize("seed", [0, 7, None])
-def test_a_permutation_drawn_ahead_is_the_one_drawing_now_gives(seed):
-    """The same permutation, and the generator left in the same state, as drawing it at
-    once: every later draw is the same (numpy's global generator too, None)."""
-    generator, reference = check_random_state(seed), check_random_state(0)
-    if seed is None:
-        reference.set_state(generator.get_state())
-    else:
-        reference = check_random_state(seed)
-    ahead = PermutationAhead(generator, 5000, HELPER.submit)
-    np.testing.assert_array_equal(ahead.take(generator, 5000), reference.permutation(5000))
-    _same_stream(generator, reference)
-
-
-def test_a_permutation_drawn_ahead_is_not_taken_after_another_draw():
-    generator, reference = check_random_state(3), check_random_state(3)
-    ahead = PermutationAhead(generator, 100, HELPER.submit)
-    generator.randint(10)
-    reference.randint(10)
-    assert ahead.take(generator, 100) is None
-    _same_stream(generator, reference)
-
-
-def test_a_permutation_drawn_ahead_for_another_size_or_generator_is_not_taken():
-    generator, other = check_random_state(3), check_random_state(3)
-    ahead = PermutationAhead(generator, 100, HELPER.submit)
-    assert ahead.take(generator, 101) is None
-    assert ahead.take(other, 100) is None
-    _same_stream(generator, check_random_state(3))
-
-
-def test_a_failed_draw_ahead_is_not_taken():
-    def failing(function):
-        future = Future()
-        future.set_exception(MemoryError("no room"))
-        return future
-
-    generator = check_random_state(3)
-    assert PermutationAhead(generator, 100, failing).take(generator, 100) is None
-    _same_stream(generator, check_random_state(3))
-
-
-def test_draws_ahead_for_the_legacy_generators_only():
-    assert draws_ahead(check_random_state(0)) and draws_ahead(np.random.RandomState(0))
-    assert not draws_ahead(np.random.RandomState(np.random.PCG64(0)))
-    assert not draws_ahead(np.random.default_rng(0))
