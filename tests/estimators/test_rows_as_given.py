@@ -7,8 +7,9 @@ configuration no program of the kind runs, gives what the checked call gives."""
 
 import numpy as np
 import pytest
+from _linear_cases import LINEAR_CASES
 
-from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
+from skl_ortgrad import OnnxSGDClassifier
 from skl_ortgrad.estimators import finite_input
 from skl_ortgrad.exceptions import ConvergenceError
 from skl_ortgrad.runtime import program_run
@@ -20,14 +21,7 @@ SCORE = X @ RNG.standard_normal(8) + 0.3 * RNG.standard_normal(3000)
 LABELS = np.digitize(SCORE, [-0.5, 0.5])
 TARGETS = {"regressor": SCORE, "binary": (SCORE > 0).astype(int), "classes": LABELS}
 WEIGHTS = RNG.integers(0, 3, len(X)).astype(float)
-CASES = {
-    "squared error": (OnnxSGDRegressor, {}, "regressor"),
-    "squared error, elastic net": (OnnxSGDRegressor, {"penalty": "elasticnet"}, "regressor"),
-    "squared error, float64 model": (OnnxSGDRegressor, {"dtype": np.float64}, "regressor"),
-    "hinge": (OnnxSGDClassifier, {}, "binary"),
-    "log loss": (OnnxSGDClassifier, {"loss": "log_loss"}, "binary"),
-    "hinge, 3 classes": (OnnxSGDClassifier, {}, "classes"),
-}
+CASES = LINEAR_CASES
 
 
 def _new(case, **params):

@@ -8,8 +8,9 @@ import signal
 
 import numpy as np
 import pytest
+from _linear_cases import LINEAR_CASES
 
-from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
+from skl_ortgrad import OnnxSGDClassifier
 from skl_ortgrad.runtime import program_run
 from skl_ortgrad.runtime.program_run import LinearProgramRun
 from skl_ortgrad.runtime.staging import StagedRows
@@ -23,12 +24,7 @@ TARGETS = {"regressor": SCORE, "binary": (SCORE > 0).astype(int),
            "classes": np.digitize(SCORE, [-0.5, 0.5])}
 WEIGHTS = RNG.integers(0, 3, (4, 3000)).astype(float)
 CASES = {
-    "squared error": (OnnxSGDRegressor, {}, "regressor"),
-    "squared error, elastic net": (OnnxSGDRegressor, {"penalty": "elasticnet"}, "regressor"),
-    "squared error, float64 model": (OnnxSGDRegressor, {"dtype": np.float64}, "regressor"),
-    "hinge": (OnnxSGDClassifier, {}, "binary"),
-    "log loss": (OnnxSGDClassifier, {"loss": "log_loss"}, "binary"),
-    "hinge, 3 classes": (OnnxSGDClassifier, {}, "classes"),
+    **LINEAR_CASES,
     # Per-step norms (the tol rule), and a validation split.
     "hinge, tol": (OnnxSGDClassifier, {"tol": 1e-3, "max_iter": 5}, "binary"),
     "log loss, early stopping": (OnnxSGDClassifier, {"loss": "log_loss", "tol": 1e-3,
