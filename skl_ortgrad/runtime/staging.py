@@ -82,7 +82,8 @@ class StagedRows:
         self._scratch = tuple(
             None if np.dtype(features_dtype) == np.dtype(dtype)
             else np.empty((CAST_ROWS, n_columns), dtype=features_dtype) for _ in range(2))
-        self._pending: tuple[Hashable, _Gather, Future] | None = None
+        # The key, the gather, the helper's future and the process that started it.
+        self._pending: tuple[Hashable, _Gather, Future, int] | None = None
 
     def fill(self, slot: int, features: np.ndarray, indices: np.ndarray) -> None:
         """Write ``features[indices]`` into the first rows of buffer ``slot``, cast, in
@@ -95,7 +96,8 @@ class StagedRows:
         done."""
         self.wait(discard=True)
         gather = _Gather(self.buffers[slot], features, indices)
-        self._pending = key, gather, helper_thread().submit(gather.run, self._scratch[1])
+        self._pending = (key, gather, helper_thread().submit(gather.run, self._scratch[1]),
+                         os.getpid())
 
     def wait(self, discard: bool = False) -> Hashable | None:
         """End the pending gather, if any, taking the parts the helper has not begun
@@ -104,7 +106,11 @@ class StagedRows:
         here)."""
         if self._pending is None:
             return None
-        key, gather, future = self._pending
+        key, gather, future, pid = self._pending
+        if pid != os.getpid():
+            # A child made by fork: the parent's helper never ends the gather here.
+            self._pending = None
+            return None
         try:
             if discard:
                 gather.stop()

@@ -130,3 +130,16 @@ def test_a_forked_child_starts_its_own_helper(monkeypatch):
     child = staging.helper_thread()
     assert child is not parent
     assert child.submit(lambda: 42).result(timeout=5) == 42
+
+
+def test_a_forked_child_leaves_the_parents_pending_gather(monkeypatch):
+    """A gather the parent's helper had begun never ends in a child made by fork (no
+    such thread there): the child's wait leaves it, and its rows are not staged."""
+    staged = StagedRows(len(INDICES), 5, np.float64, np.float64)
+    never = threading.Event()
+    monkeypatch.setattr(staging.np, "take", lambda *args, **kwargs: never.wait(30))
+    staged.start("key", 0, FEATURES, INDICES)
+    monkeypatch.setattr(staging.os, "getpid", lambda: -1)
+    assert staged.wait() is None
+    assert staged.wait(discard=True) is None
+    never.set()
