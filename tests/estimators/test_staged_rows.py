@@ -2,15 +2,17 @@
 call's rows gathered in order and cast: ``skl_ortgrad.runtime.staging``), shared with the
 helper thread, or by the calling thread alone where the epoch finds no core free: the
 same training, bit for bit, as the program reading the rows at their indices, for fit, a
-stream of new blocks, and an epoch that Ctrl-C interrupts between two calls."""
+stream of new blocks, an epoch that Ctrl-C interrupts between two calls, and estimators
+training at once in threads."""
 
 import signal
+import threading
 
 import numpy as np
 import pytest
 from _linear_cases import LINEAR_CASES
 
-from skl_ortgrad import OnnxSGDClassifier
+from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
 from skl_ortgrad.runtime import program_run
 from skl_ortgrad.runtime.program_run import LinearProgramRun
 from skl_ortgrad.runtime.staging import StagedRows
@@ -137,3 +139,31 @@ def test_an_epoch_interrupted_between_staged_calls_goes_on_as_by_index(dtype, wa
     # program call, a block.
     assert got.t_ == 1 + 3 * 3000 + 3000 + 64 * 32 + 3000
     _assert_same(_state(got), _expected("squared error", dtype, False, interrupt_at=1))
+
+
+@pytest.mark.parametrize("way", WAYS[2:], indirect=True)
+def test_estimators_training_at_once_in_threads_share_the_helper(way):
+    """Four estimators trained at once in four threads (a threading joblib backend):
+    their gathers queue on the one helper thread, each trains as it does alone."""
+    alone = {seed: _state(_stream(seed)) for seed in range(4)}
+    together = {}
+
+    def train(seed):
+        together[seed] = _state(_stream(seed))
+
+    threads = [threading.Thread(target=train, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in threads)
+    for seed in range(4):
+        _assert_same(together[seed], alone[seed])
+
+
+def _stream(seed):
+    """A regressor of ``seed`` after a stream of the four blocks, twice."""
+    model = OnnxSGDRegressor(random_state=seed)
+    for block in [0, 1, 2, 3] * 2:
+        model.partial_fit(X[block], TARGETS["regressor"][block])
+    return model
