@@ -5,7 +5,7 @@ import onnx
 import pytest
 from _backends import requires_training
 from onnx import TensorProto, helper, numpy_helper
-from onnxruntime import ExecutionMode, GraphOptimizationLevel, InferenceSession, SessionOptions
+from onnxruntime import GraphOptimizationLevel, InferenceSession, SessionOptions
 
 from skl_ortgrad.gradient.ort_rewrite import (
     FAST_REWRITES,
@@ -16,7 +16,6 @@ from skl_ortgrad.gradient.ort_rewrite import (
     rewrite_gradient_graph,
 )
 from skl_ortgrad.graph.model import IR_VERSION, make_model
-from skl_ortgrad.runtime.options import unoptimized_session_options
 
 # The rewritten operators (ReluGrad, SoftmaxGrad_13...) are onnxruntime-training's kernels:
 # they exist only where it is installed.
@@ -231,19 +230,6 @@ def test_other_nodes_are_kept_and_nothing_to_rewrite_gives_a_copy():
     assert {(o.domain, o.version) for o in rewritten.opset_import} == {
         (o.domain, o.version) for o in model.opset_import
     }
-
-
-def test_unoptimized_session_options_copy():
-    options = SessionOptions()
-    options.intra_op_num_threads = 3
-    options.execution_mode = ExecutionMode.ORT_PARALLEL
-    copy = unoptimized_session_options(options)
-    assert copy.graph_optimization_level == GraphOptimizationLevel.ORT_DISABLE_ALL
-    assert copy.intra_op_num_threads == 3
-    assert copy.execution_mode == ExecutionMode.ORT_PARALLEL
-    assert options.graph_optimization_level == GraphOptimizationLevel.ORT_ENABLE_ALL
-    default = unoptimized_session_options()
-    assert default.graph_optimization_level == GraphOptimizationLevel.ORT_DISABLE_ALL
 
 
 def test_selected_rewrites_only(rng):

@@ -9,13 +9,12 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
-from onnxruntime import GraphOptimizationLevel
 from sklearn.datasets import load_breast_cancer
 from sklearn.preprocessing import StandardScaler
 
 from skl_ortgrad import OnnxSGDClassifier
 from skl_ortgrad._cache import BoundedCache, Unfreezable, digest, freeze
-from skl_ortgrad.runtime.options import options_key, session_options
+from skl_ortgrad.runtime.options import session_options
 from skl_ortgrad.runtime.sessions import SESSIONS, cached_session, io_names
 
 CPU = ["CPUExecutionProvider"]
@@ -113,16 +112,6 @@ def test_freeze_tells_values_apart():
     with pytest.raises(Unfreezable):
         freeze(lambda: 0)
     assert digest(b"abc") != digest(b"abd")
-
-
-def test_options_key_holds_threads_optimization_and_log_level():
-    base = session_options(1, 3)
-    assert options_key(base) == options_key(session_options(1, 3))
-    assert options_key(base) != options_key(session_options(2, 3))
-    assert options_key(base) != options_key(session_options(1, 0))
-    unoptimized = session_options(1, 3)
-    unoptimized.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
-    assert options_key(base) != options_key(unoptimized)
 
 
 # -- sessions ----------------------------------------------------------------------------
