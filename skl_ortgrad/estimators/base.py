@@ -38,6 +38,7 @@ from skl_ortgrad.exceptions import ConvergenceError
 from skl_ortgrad.gradient.backend import BACKEND_NAMES, resolve_backend
 from skl_ortgrad.graph.model import copied_model
 from skl_ortgrad.runtime.devices import device_providers, parse_device
+from skl_ortgrad.runtime.memory import small_page_zeros
 from skl_ortgrad.runtime.threads import training_threads
 from skl_ortgrad.training.divergence import UncheckedRows, rolled_back_message
 from skl_ortgrad.training.inputs import reads_as_given
@@ -511,8 +512,10 @@ class BaseOnnxEstimator(InferenceMixin, ValidationSplitMixin, MemoizedParamNames
         if isinstance(transformed, sp.csr_matrix | sp.csr_array) and transformed.dtype != dtype:
             # scipy's astype copies the indices and checks their order again; the values
             # cast alone share them (2M stored values: 2.3 -> 0.9 ms).
-            return type(transformed)((transformed.data.astype(dtype), transformed.indices,
-                                      transformed.indptr), shape=transformed.shape, copy=False)
+            values = small_page_zeros(transformed.data.shape, dtype)
+            values[...] = transformed.data
+            return type(transformed)((values, transformed.indices, transformed.indptr),
+                                     shape=transformed.shape, copy=False)
         return transformed.astype(dtype, copy=False)
 
     def _build_optimizer(self, n_features: int, init: dict[str, Any]) -> None:

@@ -37,6 +37,8 @@ import numpy as np
 import scipy.sparse as sp
 from onnxruntime.capi._pybind_state import OrtDevice, OrtValue, OrtValueVector
 
+from skl_ortgrad.runtime.memory import small_page_zeros
+
 #: The most slots per stored value (plus one per row) of
 #: :meth:`MiniBatchLoader.stored_rows`, the layout the sparse training program reads rows
 #: from: beyond, its memory and its work per step would follow a few long rows.
@@ -346,9 +348,9 @@ class MiniBatchLoader:
         dtype = np.dtype(dtype)
         if self._padded_stored is None or self._padded_stored[1].dtype != dtype:
             x = self._sources[0]
-            columns = np.zeros(x.nnz + 1, dtype=np.int32)
+            columns = small_page_zeros((x.nnz + 1,), np.int32)
             columns[1:] = x.indices
-            values = np.zeros(x.nnz + 1, dtype=dtype)
+            values = small_page_zeros((x.nnz + 1,), dtype)
             values[1:] = x.data
             self._padded_stored = columns, values
         return self._padded_stored
@@ -374,9 +376,10 @@ class MiniBatchLoader:
                             x.data.astype(dtype, copy=False).reshape(self.n_rows, width))
             elif self.n_rows * width <= STORED_ROWS_PADDING * x.nnz + self.n_rows:
                 # CSR order is row after row, as the slots a boolean mask selects.
-                inside = np.arange(width) < lengths[:, None]
-                laid_out = (np.zeros((self.n_rows, width), dtype=np.int32),
-                            np.zeros((self.n_rows, width), dtype=dtype))
+                shape = (self.n_rows, width)
+                inside = np.less(np.arange(width), lengths[:, None],
+                                 out=small_page_zeros(shape, bool))
+                laid_out = (small_page_zeros(shape, np.int32), small_page_zeros(shape, dtype))
                 laid_out[0][inside] = x.indices
                 laid_out[1][inside] = x.data
             self._stored_rows[dtype] = laid_out

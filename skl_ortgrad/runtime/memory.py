@@ -1,4 +1,5 @@
-"""New memory for a large array that is written at once: small pages, mapped together.
+"""New memory for a large array that is written at once: small pages, mapped together
+(:func:`populated_empty`), or faulted as written (:func:`small_page_zeros`).
 
 numpy asks the kernel for transparent huge pages (``madvise``) on every allocation of
 4 MiB or more. Where that memory is new to the process, the first write of each 2 MiB
@@ -85,3 +86,43 @@ def populated_empty(shape: tuple[int, ...], dtype: np.dtype | type,
         others = [entry for entry in _kept if entry[1] is not memory]
         _kept[:] = [(nbytes, memory, weakref.ref(flat)), *others][:KEPT_MAPPINGS]
     return flat.reshape(shape[::-1]).T if order == "F" else flat.reshape(shape)
+
+
+def small_page_zeros(shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
+    """``np.zeros(shape, dtype)``, from an anonymous memory map of small pages where it
+    holds :data:`POPULATE_BYTES` or more: for a large array that a fit builds once and
+    reads at every epoch (the stored values of sparse rows and their cast), released
+    with the array.
+
+    numpy asks for huge pages there (see the module). On the virtual machines this
+    project is measured on, the first write of huge pages the process has not written
+    before stalls at times, the more so as fits follow one another: six default fits
+    in a row of the text-like problem of ``bench/bench_sparse.py`` (60,000 rows of at
+    most 171 stored values; the stored rows' three arrays 10 + 41 + 41 MB) built them in
+    0.25 to 1.03 s in 4 of 6 fits, twice, 0.04-0.08 s otherwise; on small pages
+    (``MADV_NOHUGEPAGE``, faulted as they are written) 0.06-0.08 s in all 12 fits, and
+    the fits' median ratio to scikit-learn's went from 5.12x and 4.73x to 3.85x and
+    4.23x (December 2026, the two alternated). The values' cast (29 MB) stalled too
+    (0.12-0.33 s instead of a few ms).
+
+    Parameters
+    ----------
+    shape : tuple of int
+        The array's shape (C order).
+    dtype : numpy.dtype or type
+        Its element type.
+
+    Returns
+    -------
+    numpy.ndarray
+        Zeros, writeable.
+    """
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    no_huge_pages = getattr(mmap, "MADV_NOHUGEPAGE", None)
+    if nbytes < POPULATE_BYTES or no_huge_pages is None:
+        return np.zeros(shape, dtype=dtype)
+    memory = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    memory.madvise(no_huge_pages)
+    return np.frombuffer(memory, dtype=dtype).reshape(shape)
+

@@ -11,8 +11,9 @@ from sklearn.linear_model import SGDRegressor
 from sklearn.utils.validation import validate_data
 
 from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
-from skl_ortgrad.estimators import finite_input
+from skl_ortgrad.estimators import base, finite_input
 from skl_ortgrad.estimators.finite_input import validate_finite_data
+from skl_ortgrad.runtime.memory import POPULATE_BYTES, small_page_zeros
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((40, 5)).astype(np.float32)
@@ -186,6 +187,24 @@ def test_a_sparse_graph_input_casts_the_values_and_shares_the_indices(container)
     assert np.shares_memory(got.indices, data.indices)
     assert np.shares_memory(got.indptr, data.indptr)
     np.testing.assert_array_equal(got.toarray(), data.astype(np.float32).toarray())
+
+
+def test_a_large_sparse_cast_lies_on_small_pages(monkeypatch):
+    """The values of a large sparse ``X`` cast for the graph come from
+    :func:`~skl_ortgrad.runtime.memory.small_page_zeros` (memory a fit builds once)."""
+    made = []
+
+    def recording(shape, dtype):
+        made.append((shape, np.dtype(dtype)))
+        return small_page_zeros(shape, dtype)
+
+    monkeypatch.setattr(base, "small_page_zeros", recording)
+    data = sp.random(20_000, 1_000, density=0.06, format="csr", random_state=0)
+    got = OnnxSGDRegressor()._graph_input(data, np.dtype(np.float32), None)
+    assert made == [((data.nnz,), np.dtype(np.float32))]
+    assert got.data.nbytes >= POPULATE_BYTES
+    np.testing.assert_array_equal(got.data, data.data.astype(np.float32))
+    assert np.shares_memory(got.indices, data.indices)
 
 
 @pytest.mark.parametrize("order", ["C", "F"])

@@ -7,6 +7,7 @@ import scipy.sparse as sp
 from _calls import record_calls
 from onnxruntime.capi._pybind_state import OrtValue
 
+from skl_ortgrad.runtime import batches, memory
 from skl_ortgrad.runtime.batches import MiniBatchLoader
 from skl_ortgrad.runtime.devices import ort_device
 
@@ -132,6 +133,38 @@ def test_sparse_stored_rows_one_row_a_row(layout):
         np.add.at(densified[i], columns[i], values[i])
     np.testing.assert_array_equal(densified, dense.astype(np.float32))
     assert loader.stored_rows(np.float32) is stored
+
+
+def test_a_large_padded_layout_lies_on_small_pages(monkeypatch):
+    """The padded layout and its mask come from
+    :func:`~skl_ortgrad.runtime.memory.small_page_zeros` (memory a fit builds once), and
+    hold the rows' stored values as a small layout does."""
+    made = []
+
+    def recording(shape, dtype):
+        made.append((shape, np.dtype(dtype)))
+        return memory.small_page_zeros(shape, dtype)
+
+    monkeypatch.setattr(batches, "small_page_zeros", recording)
+    rng = np.random.default_rng(0)
+    n_rows, width = 20_000, 1_000
+    lengths = rng.integers(30, 61, n_rows)
+    columns = np.concatenate([rng.choice(width, k, replace=False) for k in lengths])
+    X = sp.csr_matrix((rng.standard_normal(lengths.sum()), columns,
+                       np.concatenate([[0], np.cumsum(lengths)])), shape=(n_rows, width))
+    X.sort_indices()
+    loader = MiniBatchLoader([X, np.zeros((n_rows, 1))], 32, True,
+                             np.random.RandomState(0), CPU, list)
+    stored_columns, stored_values = loader.stored_rows(np.float32)
+    shape = (n_rows, 60)
+    assert made == [(shape, np.dtype(bool)), (shape, np.dtype(np.int32)),
+                    (shape, np.dtype(np.float32))]
+    assert stored_columns.nbytes >= memory.POPULATE_BYTES
+    rows = np.repeat(np.arange(n_rows), 60)
+    densified = sp.csr_matrix((stored_values.ravel(), (rows, stored_columns.ravel())),
+                              shape=X.shape)
+    densified.sum_duplicates()
+    np.testing.assert_array_equal(densified.toarray(), X.astype(np.float32).toarray())
 
 
 def test_output_gradient_is_inverse_batch_weight():

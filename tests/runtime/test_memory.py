@@ -1,4 +1,4 @@
-"""Large arrays in new memory of small pages, mapped at once."""
+"""Large arrays in new memory of small pages."""
 
 import mmap
 import pickle
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from skl_ortgrad.runtime import memory
-from skl_ortgrad.runtime.memory import POPULATE_BYTES, populated_empty
+from skl_ortgrad.runtime.memory import POPULATE_BYTES, populated_empty, small_page_zeros
 
 
 def _mapping(array):
@@ -88,3 +88,45 @@ def test_an_array_beyond_reuse_bytes_is_numpy_s(monkeypatch):
     monkeypatch.setattr(memory, "REUSE_BYTES", POPULATE_BYTES)
     array = populated_empty((POPULATE_BYTES // 4 + 1,), np.float32)
     assert _mapping(array) is None and array.shape == (POPULATE_BYTES // 4 + 1,)
+
+
+# -- small_page_zeros ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_])
+def test_a_large_array_of_zeros_is_mapped_on_small_pages(dtype, monkeypatch):
+    advised = []
+
+    class Recording(mmap.mmap):
+        def madvise(self, option, *args):
+            advised.append(option)
+            return super().madvise(option, *args)
+
+    monkeypatch.setattr(memory.mmap, "mmap", Recording)
+    shape = (POPULATE_BYTES // np.dtype(dtype).itemsize // 8 + 3, 8)
+    array = small_page_zeros(shape, dtype)
+    assert isinstance(_mapping(array), Recording)
+    assert advised == [mmap.MADV_NOHUGEPAGE]
+    assert array.shape == shape and array.dtype == dtype and array.flags.writeable
+    assert array.flags.c_contiguous and not array.any()
+    array[-1, -1] = 1
+    assert array.sum() == 1
+
+
+def test_small_zeros_or_no_madvise_are_numpy_s(monkeypatch):
+    small = small_page_zeros((3, 4), np.float32)
+    assert _mapping(small) is None and small.shape == (3, 4) and not small.any()
+    monkeypatch.delattr(memory.mmap, "MADV_NOHUGEPAGE", raising=False)
+    large = small_page_zeros((POPULATE_BYTES // 4,), np.float32)
+    assert _mapping(large) is None and large.shape == (POPULATE_BYTES // 4,)
+    assert not large.any()
+
+
+def test_the_small_page_map_is_released_with_the_array():
+    array = small_page_zeros((POPULATE_BYTES,), np.uint8)
+    mapping = weakref.ref(_mapping(array))
+    view = array[10:]
+    del array
+    assert mapping() is not None  # a view keeps it
+    del view
+    assert mapping() is None
