@@ -48,9 +48,10 @@ def test_without_map_populate_numpy_allocates(monkeypatch):
     assert _mapping(array) is None and array.shape == (POPULATE_BYTES // 4,)
 
 
-def test_the_map_is_released_with_the_array(monkeypatch):
+@pytest.mark.parametrize("allocate", ["populated_empty", "small_page_zeros"])
+def test_the_map_is_released_with_the_array(allocate, monkeypatch):
     monkeypatch.setattr(memory, "KEPT_MAPPINGS", 0)
-    array = populated_empty((POPULATE_BYTES,), np.uint8)
+    array = getattr(memory, allocate)((POPULATE_BYTES,), np.uint8)
     mapping = weakref.ref(_mapping(array))
     view = array[10:]
     del array
@@ -120,13 +121,3 @@ def test_small_zeros_or_no_madvise_are_numpy_s(monkeypatch):
     large = small_page_zeros((POPULATE_BYTES // 4,), np.float32)
     assert _mapping(large) is None and large.shape == (POPULATE_BYTES // 4,)
     assert not large.any()
-
-
-def test_the_small_page_map_is_released_with_the_array():
-    array = small_page_zeros((POPULATE_BYTES,), np.uint8)
-    mapping = weakref.ref(_mapping(array))
-    view = array[10:]
-    del array
-    assert mapping() is not None  # a view keeps it
-    del view
-    assert mapping() is None
