@@ -207,7 +207,7 @@ class InferenceMixin:
                 graph.output.append(onnx.ValueInfoProto(name=template.score))
             if cast_from is not None:
                 _cast_input(graph, np.dtype(cast_from))
-            options = session_options(threads, severity)
+            options = session_options(threads, severity, spin=True)
             # The weights are inputs: every estimator with the same graph and options
             # shares the session.
             sessions[key] = cached_session(inference, options, device_providers(self.device))
@@ -321,7 +321,7 @@ class InferenceMixin:
             found = None
             if [o.name for o in template.model.graph.output] != [template.score]:
                 options = session_options(self._inference_threads(),
-                                          log_severity(verbose=self.verbose))
+                                          log_severity(verbose=self.verbose), spin=True)
                 found = cached_session(select_model_input(template.model, template.score),
                                        options, device_providers(self.device))
             template.after_score = found

@@ -104,8 +104,9 @@ COMMON: dict[str, Entry] = {
         one for prediction, where the blocks of a large ``X`` are shared among Python
         threads, as many as the cores other processes leave free
         (:func:`~skl_ortgrad.runtime.threads.free_cores`). An int fixes it for both.
-        A pool of several threads sleeps once its task is done instead of spinning
-        (onnxruntime's default), leaving the cores to the work between two calls.
+        In training, a pool of several threads sleeps once its task is done instead
+        of spinning (onnxruntime's default, which prediction keeps), leaving the cores
+        to the update between two steps.
         Where a core beyond these threads is free, a helper thread gathers and casts
         the rows of a linear model's next training call while the current one runs
         (:mod:`~skl_ortgrad.runtime.staging`).

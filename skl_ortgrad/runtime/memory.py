@@ -125,4 +125,3 @@ def small_page_zeros(shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarr
     memory = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     memory.madvise(no_huge_pages)
     return np.frombuffer(memory, dtype=dtype).reshape(shape)
-

@@ -16,17 +16,20 @@ if TYPE_CHECKING:
 ALLOW_SPINNING = "session.intra_op.allow_spinning"
 
 
-def session_options(n_threads: int = 1, log_severity_level: int = 3) -> SessionOptions:
+def session_options(n_threads: int = 1, log_severity_level: int = 3,
+                    spin: bool = False) -> SessionOptions:
     """Options of a training or inference session: ``n_threads`` intra-op threads (one
-    is fastest on small graphs), one inter-op thread, and a log level; threads that
-    sleep between tasks (:func:`_sleeping_threads`)."""
+    is fastest on small graphs), one inter-op thread, a log level, and threads that
+    spin between tasks (``spin``, onnxruntime's default: a prediction, whose blocks run
+    one after the other) or sleep (a training step: :func:`_sleeping_threads`)."""
     from onnxruntime import SessionOptions
 
     options = SessionOptions()
     options.intra_op_num_threads = int(n_threads)
     options.inter_op_num_threads = 1
     options.log_severity_level = log_severity_level
-    _sleeping_threads(options)
+    if not spin:
+        _sleeping_threads(options)
     return options
 
 
@@ -40,8 +43,10 @@ def _sleeping_threads(options: SessionOptions) -> None:
     two estimators in one process in turns (8 rounds): with another process busy on the
     machine, sleeping threads took 0.70x and 0.75x the time of spinning ones (0.37-0.40
     s against 0.52 s); in two such processes training side by side, 0.63x and 0.66x;
-    on an idle machine, 0.98x and 1.02x. A session of one thread has no thread pool:
-    nothing to set.
+    on an idle machine, 0.98x and 1.02x. A prediction runs its blocks one after the
+    other: there, sleeping threads were slower (a 100-128-10 MLP predicting 200,000 rows
+    on two threads, two estimators in turns, 15 rounds: 1.07x and 1.13x), so prediction
+    sessions spin. A session of one thread has no thread pool: nothing to set.
     """
     if options.intra_op_num_threads != 1:
         options.add_session_config_entry(ALLOW_SPINNING, "0")
