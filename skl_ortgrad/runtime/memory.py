@@ -99,11 +99,13 @@ def small_page_zeros(shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarr
     before stalls at times, the more so as fits follow one another: six default fits
     in a row of the text-like problem of ``bench/bench_sparse.py`` (60,000 rows of at
     most 171 stored values; the stored rows' three arrays 10 + 41 + 41 MB) built them in
-    0.25 to 1.03 s in 4 of 6 fits, twice, 0.04-0.08 s otherwise; on small pages
-    (``MADV_NOHUGEPAGE``, faulted as they are written) 0.06-0.08 s in all 12 fits, and
-    the fits' median ratio to scikit-learn's went from 5.12x and 4.73x to 3.85x and
-    4.23x (December 2026, the two alternated). The values' cast (29 MB) stalled too
-    (0.12-0.33 s instead of a few ms).
+    0.25 to 1.04 s in 3 or 4 of 6 fits, 0.04-0.08 s otherwise; on small pages
+    (``MADV_NOHUGEPAGE``, faulted as they are written) 0.06-0.20 s in all 24 fits, and
+    the fits' median ratio to scikit-learn's went from 4.73x-5.12x to 3.77x-4.23x
+    (December 2026, four runs of each, alternated). The values' cast (29 MB) stalled too
+    (0.12-0.33 s instead of a few ms). Small pages are no cure for every size: the 188
+    MB of an MLP fit's permuted rows (60,000 x 784 float32) stalled 1.4-2.0 s in 2 of 6
+    fits on them, as on numpy's memory (1.0-2.1 s in 3 of 6).
 
     Parameters
     ----------
