@@ -28,7 +28,7 @@ from skl_ortgrad._cache import BoundedCache
 from skl_ortgrad._params import MemoizedParamNames, MemoizedParamValidation
 from skl_ortgrad.estimators.curvature import stable_step
 from skl_ortgrad.estimators.dtype_range import check_dtype_range, check_weight_underflow
-from skl_ortgrad.estimators.finite_input import validate_finite_data
+from skl_ortgrad.estimators.finite_input import cast_csr, validate_finite_data
 from skl_ortgrad.estimators.inference import InferenceMixin
 from skl_ortgrad.estimators.sgd_parameters import AUTO_BATCH, auto_batch_size
 from skl_ortgrad.estimators.stalled import check_weights_moved
@@ -38,7 +38,6 @@ from skl_ortgrad.exceptions import ConvergenceError
 from skl_ortgrad.gradient.backend import BACKEND_NAMES, resolve_backend
 from skl_ortgrad.graph.model import copied_model
 from skl_ortgrad.runtime.devices import device_providers, parse_device
-from skl_ortgrad.runtime.memory import small_page_zeros
 from skl_ortgrad.runtime.threads import training_threads
 from skl_ortgrad.training.divergence import UncheckedRows, rolled_back_message
 from skl_ortgrad.training.inputs import reads_as_given
@@ -509,13 +508,8 @@ class BaseOnnxEstimator(InferenceMixin, ValidationSplitMixin, MemoizedParamNames
             check_dtype_range(transformed, dtype, "X transformed by the frozen steps")
         elif cast is not None:
             return cast
-        if isinstance(transformed, sp.csr_matrix | sp.csr_array) and transformed.dtype != dtype:
-            # scipy's astype copies the indices and checks their order again; the values
-            # cast alone share them (2M stored values: 2.3 -> 0.9 ms).
-            values = small_page_zeros(transformed.data.shape, dtype)
-            values[...] = transformed.data
-            return type(transformed)((values, transformed.indices, transformed.indptr),
-                                     shape=transformed.shape, copy=False)
+        if isinstance(transformed, sp.csr_matrix | sp.csr_array):
+            return cast_csr(transformed, dtype)
         return transformed.astype(dtype, copy=False)
 
     def _build_optimizer(self, n_features: int, init: dict[str, Any]) -> None:

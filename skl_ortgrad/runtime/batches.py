@@ -62,7 +62,12 @@ def _csr_rows(X: sp.csr_matrix, order: np.ndarray) -> tuple[np.ndarray, ...]:
 def _canonical(X: sp.spmatrix) -> sp.csr_matrix:
     """``X`` as CSR without duplicate entries (a copy where it has some: the input is not
     modified), so that writing each stored value densifies it as ``toarray`` does."""
-    X = sp.csr_matrix(X)
+    if type(X) is not sp.csr_matrix:
+        csr = sp.csr_matrix(X)
+        if X.format == "csr":
+            # The conversion shares the arrays but not scipy's cached check of their order.
+            csr.has_canonical_format = X.has_canonical_format
+        X = csr
     if not X.has_canonical_format:
         X = X.copy()
         X.sum_duplicates()

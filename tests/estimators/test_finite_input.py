@@ -11,10 +11,9 @@ from sklearn.linear_model import SGDRegressor
 from sklearn.utils.validation import validate_data
 
 from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
-from skl_ortgrad.estimators import base, finite_input
+from skl_ortgrad.estimators import finite_input
 from skl_ortgrad.estimators.finite_input import validate_finite_data
-from skl_ortgrad.runtime import memory
-from skl_ortgrad.runtime.memory import small_page_zeros
+from skl_ortgrad.runtime import batches, memory
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((40, 5)).astype(np.float32)
@@ -174,8 +173,57 @@ def test_the_graph_input_is_x_cast_and_checked(dtype):
                                           dtype=[np.float64, np.float32])
     assert cast.dtype == np.float32 and (cast is got) == (dtype == np.float32)
     np.testing.assert_array_equal(cast, data.astype(np.float32))
-    assert validate_finite_data(SGDRegressor(), sp.csr_matrix(data), Y, accept_sparse="csr",
-                                graph_dtype=np.float32)[1] is None
+    (got, _), cast = validate_finite_data(SGDRegressor(), sp.csr_matrix(data), Y,
+                                          accept_sparse="csr", graph_dtype=np.float32)
+    assert sp.issparse(cast) and cast.dtype == np.float32
+    assert (cast is got) == (dtype == np.float32)
+    np.testing.assert_array_equal(cast.toarray(), data.astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_sparse_x_is_checked_by_the_sum_of_its_cast_values(monkeypatch, dtype):
+    """A finite CSR ``X`` passes on the sum of its values as the graph's dtype, without
+    scikit-learn's check and the range's (one pass); a NaN, an infinity or a value too
+    large for the graph's dtype makes that sum non-finite, and the errors are those
+    checks' own."""
+    refused = []
+    checks = finite_input.refuse_non_finite
+
+    def refuse(*args):
+        refused.append(args)
+        return checks(*args)
+
+    monkeypatch.setattr(finite_input, "refuse_non_finite", refuse)
+    data = sp.csr_matrix(np.where(np.abs(X) > 1, X, 0).astype(dtype))
+    validate_finite_data(SGDRegressor(), data, Y, accept_sparse="csr", graph_dtype=np.float32)
+    assert not refused
+    for value, words in ((np.nan, "NaN"), (np.inf, "infinity"),
+                         (1e39, "a value too large for dtype('float32')")):
+        if dtype == np.float32 and value == 1e39:
+            continue
+        bad = data.copy()
+        bad.data[3] = value
+        row, column = bad.nonzero()[0][3], bad.indices[3]
+        message = _error(lambda bad=bad: validate_finite_data(
+            SGDRegressor(), bad, Y, accept_sparse="csr", graph_dtype=np.float32))
+        assert message.startswith(f"Input X contains {words}")
+        assert f"in column {column}, row {row}" in message
+    assert len(refused) == 3 - (dtype == np.float32)
+
+
+def test_the_sparse_cast_carries_scipy_s_canonical_check():
+    """The cast keeps the canonical-format flag of ``X``, computed on ``X`` (scipy keeps
+    it there: the next call on the same ``X`` does not scan its indices again), and the
+    loader's CSR matrix made from a CSR array keeps it too."""
+    data = sp.csr_array(np.where(np.abs(X) > 1, X, 0).astype(np.float64))
+    cast = finite_input.cast_csr(data, np.float32)
+    assert vars(data)["_has_canonical_format"] and vars(cast)["_has_canonical_format"]
+    assert vars(batches._canonical(cast))["_has_canonical_format"]
+    # Duplicates: not canonical; the loader sums them in a copy.
+    doubled = sp.csr_array((np.ones(2), np.array([1, 1]), np.array([0, 2])), shape=(1, 3))
+    assert not finite_input.cast_csr(doubled, np.float32).has_canonical_format
+    np.testing.assert_array_equal(batches._canonical(
+        finite_input.cast_csr(doubled, np.float32)).toarray(), [[0, 2, 0]])
 
 
 @pytest.mark.parametrize("container", [sp.csr_matrix, sp.csr_array])
@@ -190,21 +238,28 @@ def test_a_sparse_graph_input_casts_the_values_and_shares_the_indices(container)
     np.testing.assert_array_equal(got.toarray(), data.astype(np.float32).toarray())
 
 
-def test_a_large_sparse_cast_lies_on_small_pages(monkeypatch):
-    """The values of a large sparse ``X`` cast for the graph come from
-    :func:`~skl_ortgrad.runtime.memory.small_page_zeros` (memory a fit builds once;
-    mapped here: the threshold lowered)."""
+@pytest.mark.parametrize(("reuse_bytes", "allocator"), [
+    (2**25, "populated_empty"), (64, "small_page_zeros")])
+def test_a_large_sparse_cast_lies_on_small_pages(monkeypatch, reuse_bytes, allocator):
+    """The values of a large sparse ``X`` cast for the graph come from a map that later
+    calls reuse (:func:`~skl_ortgrad.runtime.memory.populated_empty`) up to
+    ``REUSE_BYTES``, else from :func:`~skl_ortgrad.runtime.memory.small_page_zeros` (maps
+    here: the thresholds lowered)."""
     made = []
 
-    def recording(shape, dtype):
-        made.append((shape, np.dtype(dtype)))
-        return small_page_zeros(shape, dtype)
+    def recorded(name):
+        def recording(shape, dtype):
+            made.append((name, shape, np.dtype(dtype)))
+            return getattr(memory, name)(shape, dtype)
+        return recording
 
-    monkeypatch.setattr(base, "small_page_zeros", recording)
+    for name in ("populated_empty", "small_page_zeros"):
+        monkeypatch.setattr(finite_input, name, recorded(name))
     monkeypatch.setattr(memory, "POPULATE_BYTES", 64)
+    monkeypatch.setattr(finite_input, "REUSE_BYTES", reuse_bytes)
     data = sp.random(200, 50, density=0.2, format="csr", random_state=0)
     got = OnnxSGDRegressor()._graph_input(data, np.dtype(np.float32), None)
-    assert made == [((data.nnz,), np.dtype(np.float32))]
+    assert made == [(allocator, (data.nnz,), np.dtype(np.float32))]
     np.testing.assert_array_equal(got.data, data.data.astype(np.float32))
     assert np.shares_memory(got.indices, data.indices)
 

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from _calls import called_with, record_calls
 from onnx import helper, numpy_helper
+from onnxruntime.capi._pybind_state import OrtValue
 from scipy import sparse as sp
 
 from skl_ortgrad import (
@@ -36,7 +37,7 @@ from skl_ortgrad import (
 )
 from skl_ortgrad.estimators.sgd import _BaseOnnxSGD
 from skl_ortgrad.optim.scaled import ScaledLearningRate
-from skl_ortgrad.runtime import batches
+from skl_ortgrad.runtime import batches, program_run
 from skl_ortgrad.runtime.program_run import (
     LinearProgramRun,
     ProgramRun,
@@ -563,6 +564,13 @@ def test_sparse_linear_models_train_in_the_sparse_program(monkeypatch, chunks, p
         _assert_same(_state(model), _state(_per_batch(monkeypatch, train)), rtol=rtol)
 
 
+def _fed(binding, first, count):
+    """What the call of ``binding`` running batches ``first .. first + count - 1`` is
+    fed, by name (copies of its feed vector's values)."""
+    vector, _ = binding._vectors(first, count)
+    return {name: np.array(vector[i].numpy()) for i, name in enumerate(binding._inputs)}
+
+
 def test_sparse_stored_values_laid_out_by_row(monkeypatch, chunks):
     """What a call reads: the stored values of the rows it indexes, zeros after, laid out
     one row a row, once per matrix (as wide as its longest row), or per call where that
@@ -579,8 +587,7 @@ def test_sparse_stored_values_laid_out_by_row(monkeypatch, chunks):
         order = transient(model.optimizer_).loader[1].order
         lengths = np.diff(X_SPARSE.indptr)
         for first, count in binding.chunks:
-            binding._vectors(first, count)
-            feeds = binding._call_arrays[0]
+            feeds = _fed(binding, first, count)
             rows = feeds["rows"].ravel()
             columns, values = feeds["stored_columns"][rows], feeds["stored_values"][rows]
             densified = np.zeros((count * BATCHES, N_FEATURES), dtype=np.float32)
@@ -609,11 +616,47 @@ def test_sparse_program_reads_the_matrix_of_each_call(monkeypatch, chunks):
             second, Y["regression"][::-1])
 
     model = train(X_SPARSE, other)
-    assert type(transient(model.optimizer_).programs.binding) is SparseLinearProgramRun
+    binding = transient(model.optimizer_).programs.binding
+    assert type(binding) is SparseLinearProgramRun
     assert len(chunks) == 2 * 4
-    assert transient(model.optimizer_).loader[1].stored_rows(np.float32) is not None
+    layout = transient(model.optimizer_).loader[1].stored_rows(np.float32)
+    assert layout is not None
+    # The calls feed the second matrix's layout.
+    fed = _fed(binding, *binding.chunks[0])
+    np.testing.assert_array_equal(fed["stored_columns"], layout[0])
+    np.testing.assert_array_equal(fed["stored_values"], layout[1])
     _assert_same(_state(model), _state(_with_sparse_rule(
         monkeypatch, lambda: train(X_SPARSE.toarray(), other.toarray()))), rtol=1e-5)
+
+
+def test_a_stream_of_sparse_blocks_binds_its_calls_once(monkeypatch, chunks):
+    """partial_fit on a new sparse matrix of the same shape at every call: the calls are
+    bound at the first, and each later call makes the two OrtValues of its matrix's
+    layout only (the followed feeds), training as a binding made anew at every call, bit
+    for bit."""
+    monkeypatch.setattr(batches, "STORED_ROWS_PADDING", 10)  # the row layout
+    made = []
+
+    class Recording:
+        @staticmethod
+        def ortvalue_from_numpy(array, device):
+            made.append(array.shape)
+            return OrtValue.ortvalue_from_numpy(array, device)
+
+    monkeypatch.setattr(program_run, "OrtValue", Recording)
+    streamed, fresh = OnnxSGDRegressor(random_state=0), OnnxSGDRegressor(random_state=0)
+    for k, block in enumerate([X_SPARSE, _sparse(X[::-1] * 0.5), _sparse(X * 2.0)]):
+        made.clear()
+        streamed.partial_fit(block, Y["regression"])
+        binding = transient(streamed.optimizer_).programs.binding
+        assert type(binding) is SparseLinearProgramRun
+        # The first call binds every input and output of its calls.
+        assert len(made) == 2 if k else len(made) > 2 * len(binding.chunks)
+        if k:
+            transient(fresh.optimizer_).programs._binding = None
+        fresh.partial_fit(block, Y["regression"])
+        np.testing.assert_array_equal(streamed.coef_, fresh.coef_)
+        np.testing.assert_array_equal(streamed.intercept_, fresh.intercept_)
 
 
 def test_sparse_data_out_of_the_linear_program_runs_per_batch(chunks, programs):
