@@ -135,11 +135,30 @@ def test_sparse_stored_rows_one_row_a_row(layout):
     assert loader.stored_rows(np.float32) is stored
 
 
-def test_a_large_padded_layout_lies_on_small_pages(monkeypatch):
+def _short_rows(rng, n_rows, width, low, high):
+    """CSR rows of ``low`` to ``high - 1`` values at distinct columns."""
+    lengths = rng.integers(low, high, n_rows)
+    columns = np.concatenate([rng.choice(width, k, replace=False) for k in lengths])
+    X = sp.csr_matrix((rng.standard_normal(lengths.sum()), columns,
+                       np.concatenate([[0], np.cumsum(lengths)])), shape=(n_rows, width))
+    X.sort_indices()
+    return X
+
+
+def _densified(stored, shape):
+    columns, values = stored
+    rows = np.repeat(np.arange(shape[0]), columns.shape[1])
+    densified = sp.csr_matrix((values.ravel(), (rows, columns.ravel())), shape=shape)
+    densified.sum_duplicates()
+    return densified.toarray()
+
+
+def test_a_large_padded_layout_lies_on_small_pages_kept_for_the_next_arrays(monkeypatch):
     """The padded layout and its mask come from
-    :func:`~skl_ortgrad.runtime.memory.small_page_zeros` (memory a fit builds once), and
-    hold the rows' stored values as a small layout does (mapped memory here: the
-    threshold lowered)."""
+    :func:`~skl_ortgrad.runtime.memory.small_page_zeros` (mapped memory here: the
+    threshold lowered) and hold the rows' stored values as a small layout does; the
+    next arrays served are laid out in the same memory where it holds them (zeros where
+    they store nothing, whatever was there), in new memory where it does not."""
     made = []
 
     def recording(shape, dtype):
@@ -150,22 +169,31 @@ def test_a_large_padded_layout_lies_on_small_pages(monkeypatch):
     monkeypatch.setattr(memory, "POPULATE_BYTES", 64)
     rng = np.random.default_rng(0)
     n_rows, width = 300, 50
-    lengths = rng.integers(3, 8, n_rows)
-    columns = np.concatenate([rng.choice(width, k, replace=False) for k in lengths])
-    X = sp.csr_matrix((rng.standard_normal(lengths.sum()), columns,
-                       np.concatenate([[0], np.cumsum(lengths)])), shape=(n_rows, width))
-    X.sort_indices()
+    X = _short_rows(rng, n_rows, width, 3, 8)
     loader = MiniBatchLoader([X, np.zeros((n_rows, 1))], 32, True,
                              np.random.RandomState(0), CPU, list)
-    stored_columns, stored_values = loader.stored_rows(np.float32)
-    shape = (n_rows, 7)
-    assert made == [(shape, np.dtype(bool)), (shape, np.dtype(np.int32)),
-                    (shape, np.dtype(np.float32))]
-    rows = np.repeat(np.arange(n_rows), 7)
-    densified = sp.csr_matrix((stored_values.ravel(), (rows, stored_columns.ravel())),
-                              shape=X.shape)
-    densified.sum_duplicates()
-    np.testing.assert_array_equal(densified.toarray(), X.astype(np.float32).toarray())
+    first = loader.stored_rows(np.float32)
+    size = n_rows * 7
+    assert made == [((size,), np.dtype(bool)), ((size,), np.dtype(np.int32)),
+                    ((size,), np.dtype(np.float32))]
+    assert first[0].shape == first[1].shape == (n_rows, 7)
+    np.testing.assert_array_equal(_densified(first, X.shape), X.astype(np.float32).toarray())
+    # Shorter rows: the same memory, zeros after each row's values.
+    shorter = _short_rows(rng, n_rows, width, 1, 4)
+    assert loader.refill([shorter, np.zeros((n_rows, 1))])
+    second = loader.stored_rows(np.float32)
+    assert len(made) == 3 and np.shares_memory(second[1], first[1])
+    assert second[1].shape == (n_rows, 3)
+    np.testing.assert_array_equal(_densified(second, X.shape),
+                                  shorter.astype(np.float32).toarray())
+    assert not second[1][np.arange(3) >= np.diff(shorter.indptr)[:, None]].any()
+    # Longer rows: new memory.
+    longer = _short_rows(rng, n_rows, width, 5, 12)
+    assert loader.refill([longer, np.zeros((n_rows, 1))])
+    third = loader.stored_rows(np.float32)
+    assert len(made) == 6 and not np.shares_memory(third[1], first[1])
+    np.testing.assert_array_equal(_densified(third, X.shape),
+                                  longer.astype(np.float32).toarray())
 
 
 def test_output_gradient_is_inverse_batch_weight():
