@@ -85,6 +85,24 @@ def test_the_last_map_serves_the_next_array_of_its_size_once_unused(monkeypatch)
     assert _mapping(again) is kept
 
 
+def test_a_smaller_array_takes_the_smallest_unused_map_that_holds_it(monkeypatch):
+    """A request takes the smallest unused kept map that holds it, at most twice its
+    size (the stored values of sparse blocks vary in number from block to block): its
+    array has the requested shape; a map more than twice its size is left."""
+    monkeypatch.setattr(memory, "_kept", [])
+    words = POPULATE_BYTES // 4
+    large, medium = populated_empty((3 * words,), np.float32), populated_empty(
+        (2 * words,), np.float32)
+    large_map, medium_map = _mapping(large), _mapping(medium)
+    del large, medium
+    smaller = populated_empty((words // 2 + 5, 2), np.float32)
+    assert _mapping(smaller) is medium_map and smaller.shape == (words // 2 + 5, 2)
+    smaller[:] = 1.0
+    # The medium map is in use; the large one is more than twice this request.
+    small = populated_empty((words,), np.float32)
+    assert _mapping(small) not in (large_map, medium_map)
+
+
 def test_an_array_beyond_reuse_bytes_is_numpy_s(monkeypatch):
     monkeypatch.setattr(memory, "REUSE_BYTES", POPULATE_BYTES)
     array = populated_empty((POPULATE_BYTES // 4 + 1,), np.float32)
