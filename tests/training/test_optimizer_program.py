@@ -48,6 +48,8 @@ from skl_ortgrad.training import program_choice
 from skl_ortgrad.training.caches import transient
 from skl_ortgrad.training.epochs import ProgramEpoch
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
+from skl_ortgrad.training.programs import linear_program
+from skl_ortgrad.training.programs import sparse as sparse_programs
 
 #: 1000 rows at batch 32: 31 full batches (chunks of 8, 8, 8, 7) and one of 8 rows.
 N_ROWS, N_FEATURES, STEPS = 1000, 6, 8
@@ -657,6 +659,37 @@ def test_a_stream_of_sparse_blocks_binds_its_calls_once(monkeypatch, chunks):
         fresh.partial_fit(block, Y["regression"])
         np.testing.assert_array_equal(streamed.coef_, fresh.coef_)
         np.testing.assert_array_equal(streamed.intercept_, fresh.intercept_)
+
+
+@pytest.mark.parametrize(("task", "params"), [
+    ("regression", {}), ("binary", {}), ("binary", {"penalty": "l1", "alpha": 0.01}),
+    ("binary", {"penalty": None})])
+def test_several_steps_an_iteration_train_as_one_bit_for_bit(monkeypatch, chunks, task,
+                                                              params):
+    """Sparse X, the sparse program running 3 steps a ``Scan`` iteration (the grouped
+    steps, then the rest one by one): the same weights, ``t``, epochs and losses as one
+    step an iteration, bit for bit, after a fit and a partial_fit; the cumulative L1
+    penalty (``penalty='l1'``) included."""
+    classes = {"classes": np.unique(Y[task])} if task != "regression" else {}
+
+    def train():
+        model = ESTIMATORS[task](max_iter=3, tol=None, random_state=0, **params)
+        return model.fit(X_SPARSE, Y[task]).partial_fit(X_SPARSE, Y[task], **classes)
+
+    expected = train()
+    program = transient(expected.optimizer_).programs.binding.program
+    assert "unrolled_steps" not in {node.name for node in program.model.graph.node}
+    program_choice.PROGRAMS.clear()
+    with monkeypatch.context() as patches:
+        patches.setattr(sparse_programs, "UNROLL_STEPS", 3)
+        patches.setattr(sparse_programs, "UNROLL_FROM_WEIGHTS", 1)
+        linear_program.cache_clear()
+        model = train()
+        linear_program.cache_clear()
+    program = transient(model.optimizer_).programs.binding.program
+    assert type(transient(model.optimizer_).programs.binding) is SparseLinearProgramRun
+    assert "grouped_steps_if" in {node.name for node in program.model.graph.node}
+    _assert_same(_state(model), _state(expected))
 
 
 def test_sparse_data_out_of_the_linear_program_runs_per_batch(chunks, programs):

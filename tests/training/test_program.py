@@ -33,6 +33,7 @@ from skl_ortgrad.training.programs import (
     generic_program,
     linear_program,
 )
+from skl_ortgrad.training.programs import sparse as sparse_programs
 from skl_ortgrad.training.sgd_learning_loss import (
     HingeLearningLoss,
     NegLogLearningLoss,
@@ -434,6 +435,52 @@ def test_programs_write_the_norms_of_the_weights_every_step_starts_from(form, ou
         for name, got in values.items():
             np.testing.assert_allclose(got, expected[name], rtol=1e-10, atol=1e-12)
         _check(*result, *plain)
+
+
+@pytest.mark.parametrize("penalty", ["none", "l2", "elastic"])
+@pytest.mark.parametrize("loss", ["squared_error", "log", "hinge"])
+def test_sparse_program_of_several_steps_an_iteration_computes_the_same_bit_for_bit(
+        monkeypatch, loss, penalty):
+    """2, 3 and 4 steps a ``Scan`` iteration, over calls of 8 and 3 steps (grouped steps
+    and the rest, grouped steps alone, the rest alone): the weights, batch losses and
+    norms of one step an iteration, bit for bit (float32)."""
+    l1, l2 = PENALTIES[penalty]
+    monkeypatch.setattr(sparse_programs, "UNROLL_FROM_WEIGHTS", 1)
+
+    def run(unroll):
+        monkeypatch.setattr(sparse_programs, "UNROLL_STEPS", unroll)
+        program = sparse_programs.sparse_linear_program(
+            loss, N_FEATURES, 8, BATCH, np.float32, l1=l1 > 0, l2=l2 > 0, norms=True)
+        norms = {name: np.empty(N_BATCHES, dtype=np.float32) for name in program.norms}
+        weights, losses = _run_linear(program, loss, np.float32, l1, l2, norms=norms)
+        return {node.name for node in program.model.graph.node}, (weights, losses, norms)
+
+    nodes, expected = run(1)
+    assert "grouped_steps_if" not in nodes
+    for unroll in (2, 3, 4):
+        nodes, (weights, losses, norms) = run(unroll)
+        assert {"grouped_steps_if", "rest_steps_if"} <= nodes
+        for got, want in zip(weights, expected[0], strict=True):
+            np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(losses, expected[1])
+        assert norms.keys() == expected[2].keys()
+        for name, values in norms.items():
+            np.testing.assert_array_equal(values, expected[2][name])
+
+
+def test_unrolled_steps_follow_the_weights_and_the_batch():
+    """Several steps an iteration where the weights are many and the batches small, for
+    one output only."""
+    rule = sparse_programs.unrolled_steps
+    assert rule(2**18, 32) == rule(2**20, 64) == sparse_programs.UNROLL_STEPS > 1
+    assert rule(100_000, 32) == rule(2**18, 128) == 1
+
+    def nodes(**params):
+        program = linear_program("hinge", 2**18, 32, 32, sparse=True, **params)
+        return {node.name for node in program.model.graph.node}
+
+    assert "grouped_steps_if" in nodes()
+    assert "grouped_steps_if" not in nodes(n_outputs=5)
 
 
 def test_linear_program_perceptron():

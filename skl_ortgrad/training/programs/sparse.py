@@ -82,6 +82,43 @@ class SparseLinearProgram(LinearProgram):
 #: The sparse program's scale :math:`a` of :math:`W = a V` (a state of its ``Scan``).
 SCALE = "scale"
 
+#: Steps per ``Scan`` iteration of the sparse program (:func:`~skl_ortgrad.training.
+#: programs.scan.scan`'s ``unroll``) where it trains at least ``UNROLL_FROM_WEIGHTS``
+#: values in batches of at most ``UNROLL_MAX_ROWS`` rows: there each step's copy of all
+#: the weights, which the steps between an iteration's first and last then skip, costs
+#: more than the step's stored values. A stream of ``partial_fit`` calls on blocks of
+#: 10,000 text-like documents (``bench/bench_sparse.py``, three passes over 60,000; one
+#: thread), time per block against scikit-learn's (ad hoc, December 2026, 2-core Intel
+#: Xeon, each setting in a process of its own):
+#:
+#: =======  =====  ===========  ===========  ======  ===========
+#: columns  batch  1 a step     8            16      32
+#: =======  =====  ===========  ===========  ======  ===========
+#: 2^18     32     5.3x-5.8x    4.1x-4.6x    3.9x    4.0x-4.2x
+#: 2^20     32     11.9x        6.6x-7.5x    6.2x    6.3x
+#: 2^18     64     3.9x         3.3x                 3.4x
+#: 2^20     64     7.0x         5.3x                 5.1x
+#: =======  =====  ===========  ===========  ======  ===========
+#:
+#: The session of 8 steps an iteration takes about 80 ms more to build (16: 140 ms).
+#: Elsewhere it did not pay: one epoch of case 8 (``bench/bench_sparse.py``) at 1,000
+#: columns, batch 32, 1.7x -> 2.0-2.3x scikit-learn's time (its weights fit in the
+#: caches), at 100,000 no change, and the text-like fit at batch 128 no faster at 2^18
+#: and 2^20 columns, up to 1.4x slower at 8 steps an iteration and 2x at 32 (there the
+#: scatter of a step's 11,000 values, not the copy, takes most of the step, by
+#: onnxruntime's profiler); nor with 5 classes at 2^18 columns, whose steps scatter
+#: with ``ScatterND`` (the same stream: 8.4x-9.0x -> 8.5x-9.7x), so one output only. The
+#: weights are the same, bit for bit.
+UNROLL_STEPS, UNROLL_FROM_WEIGHTS, UNROLL_MAX_ROWS = 8, 2**17, 64
+
+
+def unrolled_steps(n_weights: int, batch_rows: int) -> int:
+    """Steps per ``Scan`` iteration of a sparse program of one output training
+    ``n_weights`` values (:math:`W`'s) in batches of ``batch_rows`` rows (see
+    ``UNROLL_STEPS``)."""
+    return (UNROLL_STEPS if n_weights >= UNROLL_FROM_WEIGHTS and batch_rows <= UNROLL_MAX_ROWS
+            else 1)
+
 
 def _unscaled(graph: GraphProto, elem: int, dtype: np.dtype | type) -> None:
     """The scaled sparse program's outer graph, in place: the scale starts at 1 (an
@@ -186,10 +223,11 @@ def sparse_linear_program(
     \mathrm{scatter\_add}_J(V \odot (-u))` (``Neg`` of the ``[b, 1]`` residual, ``Mul``,
     ``ScatterElements`` with ``reduction="add"``, which adds every value of a column
     present several times): work in the stored values, none in the width but the
-    weights' copy from one step to the next. Measured per value (onnxruntime 1.19, one
-    thread): ``GatherElements`` 0.6 ns, ``Gather`` of single values 7.5 ns (hence the
-    flat gather), ``ScatterElements`` 3.0 ns, ``ScatterND`` 3.5 ns; a row ``Gather``
-    copies whole rows.
+    weights' copy from one step to the next (made once per ``UNROLL_STEPS`` steps where
+    the weights are many and the batches small, :func:`unrolled_steps`). Measured per
+    value (onnxruntime 1.19, one thread): ``GatherElements`` 0.6 ns, ``Gather`` of
+    single values 7.5 ns (hence the flat gather), ``ScatterElements`` 3.0 ns,
+    ``ScatterND`` 3.5 ns; a row ``Gather`` copies whole rows.
     With the L2 decay alone, :math:`W = aV`: the decay multiplies the scalar :math:`a`
     and the update of :math:`V` is divided by it, so no step multiplies all of
     :math:`W` (at 500k columns, 291 -> 154 µs per step, measured); :math:`aV` is
@@ -313,12 +351,14 @@ def sparse_linear_program(
     # Read by every step as they are (outer inputs of the Scan's body).
     dataset = [value_info(stored_columns, TensorProto.INT32, [None, "width"]),
                value_info(stored_values, elem, [None, "width"])]
+    unroll = unrolled_steps(n_features, b) if outputs == 1 else 1
     if scaled:
         graph = scan(template, ["scaled_coef", p.new_weights[1], "final_scale"],
-                     losses=p.values, dataset=dataset)
+                     losses=p.values, dataset=dataset, unroll=unroll)
         _unscaled(graph, elem, dtype)
     else:
-        graph = scan(template, list(new_weights), losses=p.values, dataset=dataset)
+        graph = scan(template, list(new_weights), losses=p.values, dataset=dataset,
+                     unroll=unroll)
     return p(
         model=linear_model(graph), loss=loss, threshold=float(threshold), steps=int(steps),
         batch_rows=b, n_features=int(n_features), scalars=template.scalars,
