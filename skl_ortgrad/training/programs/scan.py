@@ -86,23 +86,24 @@ def scan(t: StepTemplate, outputs: list[str], losses: str = LOSSES_OUTPUT,
 
 
 def _if_steps(count: str, nodes: list[NodeProto], states: list[str], outputs: list[str],
-              sequences: list[str], shapes: list[tuple[str, Sequence[int]]], elem: int,
+              parts: list[str], sequences: list[tuple[str, Sequence[int]]], elem: int,
               state_shapes: list[list[int | None]]) -> NodeProto:
-    """An ``If`` that runs ``nodes`` (a ``Scan`` of the ``states`` into the ``outputs``
-    and ``sequences``) where the ``count`` of steps is positive, and otherwise passes the
-    states through with sequences of no steps (``<name>__none``)."""
-    infos = ([value_info(name, elem, shape) for name, shape in zip(outputs, state_shapes,
-                                                                   strict=True)]
-             + [value_info(name, elem, [None, *shape])
-                for name, (_, shape) in zip(sequences, shapes, strict=True)])
+    """An ``If`` that runs ``nodes`` (a ``Scan`` of the ``states`` into the ``outputs``,
+    and its part of each of the ``sequences``, ``parts``) where the ``count`` of steps is
+    positive, and otherwise passes the states through with parts of no steps
+    (``<sequence>__none``)."""
+    infos = ([value_info(name, elem, shape)
+              for name, shape in zip(outputs, state_shapes, strict=True)]
+             + [value_info(part, elem, [None, *shape])
+                for part, (_, shape) in zip(parts, sequences, strict=True)])
     ran = helper.make_graph(nodes, f"{count}_run", [], infos)
     passed = helper.make_graph(
         [*(helper.make_node("Identity", [state], [output])
            for state, output in zip(states, outputs, strict=True)),
-         *(helper.make_node("Identity", [f"{name}__none"], [sequence])
-           for (name, _), sequence in zip(shapes, sequences, strict=True))],
+         *(helper.make_node("Identity", [f"{name}__none"], [part])
+           for part, (name, _) in zip(parts, sequences, strict=True))],
         f"{count}_passed", [], infos)
-    return helper.make_node("If", [f"{count}__any"], [*outputs, *sequences],
+    return helper.make_node("If", [f"{count}__any"], [*outputs, *parts],
                             name=f"{count}_if", then_branch=ran, else_branch=passed)
 
 
@@ -140,8 +141,9 @@ def _split_steps(stacked: list[str], step_inputs: list[tuple[str, int, list[int 
     for name, _, shape in step_inputs:
         constants[f"{name}__grouping"] = np.array([-1, unroll, *shape], dtype=np.int64)
         nodes += [
-            helper.make_node("Slice", [name, "first_step", "grouped_steps"], [f"{name}__head"]),
-            helper.make_node("Reshape", [f"{name}__head", f"{name}__grouping"],
+            helper.make_node("Slice", [name, "first_step", "grouped_steps"],
+                             [f"{name}__first_steps"]),
+            helper.make_node("Reshape", [f"{name}__first_steps", f"{name}__grouping"],
                              [f"{name}__grouped"]),
             helper.make_node("Slice", [name, "grouped_steps", "past_steps"], [f"{name}__rest"]),
         ]
