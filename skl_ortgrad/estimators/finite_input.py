@@ -83,7 +83,7 @@ def validate_finite_data(estimator: Any, X: Any, y: Any = "no_validation",
     checked = result if isinstance(y, str) and y == "no_validation" else result[0]
     if rows_as_given and reads_as_given(checked, graph_dtype):
         return result, checked
-    graph_X, finite = _cast_checked(checked, graph_dtype)
+    graph_X, finite = _cast_checked(checked, graph_dtype, order_check=True)
     if not finite:
         refuse_non_finite(estimator, checked, graph_dtype)
     return result, graph_X
@@ -117,14 +117,14 @@ def refuse_non_finite(estimator: Any, X: Any, graph_dtype: Any = None) -> None:
         check_dtype_range(X, graph_dtype, "X", getattr(estimator, "feature_names_in_", None))
 
 
-def _cast_checked(X: Any, graph_dtype: Any) -> tuple[Any, bool]:
+def _cast_checked(X: Any, graph_dtype: Any, order_check: bool = False) -> tuple[Any, bool]:
     """``X`` as ``graph_dtype`` (None without it; ``X`` itself when it has that dtype),
     and whether the row sums of the narrower of the two were all finite; block by block
     (:mod:`~skl_ortgrad.runtime.blocks`). A CSR ``X`` of floats: its values cast
-    (:func:`cast_csr`) and the sum of the narrower's values (None and False for other
-    sparse matrices)."""
+    (:func:`cast_csr`, ``order_check`` passed on) and the sum of the narrower's values
+    (None and False for other sparse matrices)."""
     if graph_dtype is not None and _is_float_csr(X):
-        cast = cast_csr(X, graph_dtype)
+        cast = cast_csr(X, graph_dtype, order_check)
         narrower = cast if cast.dtype.itemsize < X.dtype.itemsize else X
         with np.errstate(over="ignore", invalid="ignore"):
             return cast, bool(np.isfinite(narrower.data.sum()))
@@ -162,15 +162,17 @@ def _is_float_csr(X: Any) -> bool:
     return isinstance(X, sp.csr_matrix | sp.csr_array) and X.dtype.kind == "f"
 
 
-def cast_csr(X: Any, dtype: Any) -> Any:
+def cast_csr(X: Any, dtype: Any, order_check: bool = False) -> Any:
     """A CSR ``X`` (matrix or array) as ``dtype``: ``X`` itself when it has that dtype,
     else the same kind of matrix over ``X``'s column indices and row pointers (shared:
     scipy's ``astype`` copies them and checks their order again, 2M stored values 2.3 ->
-    0.9 ms), its values cast, with scipy's canonical-format flag of ``X``.
+    0.9 ms), its values cast; with ``order_check``, with scipy's canonical-format flag of
+    ``X``.
 
-    The flag is computed once per ``X`` (scipy keeps it on the matrix): a stream of
-    ``partial_fit`` calls on one ``X`` checks its order once, not at every call (1 ms for
-    2M stored values). The values lie in memory of small pages: a map reused from a
+    Training asks for the flag (its loader needs it): computed once per ``X``, scipy
+    keeping it on the matrix, a stream of ``partial_fit`` calls on one ``X`` checks its
+    order once, not at every call (1 ms for 2M stored values). Prediction does not need
+    it. The values lie in memory of small pages: a map reused from a
     call before where it holds at most :data:`~skl_ortgrad.runtime.memory.REUSE_BYTES`
     (:func:`~skl_ortgrad.runtime.memory.populated_empty`; new small pages cost 3.3-4.8 ms
     a cast of 2M values, a reused map 0.9 ms, measured), else faulted as written
@@ -187,7 +189,8 @@ def cast_csr(X: Any, dtype: Any) -> Any:
     with np.errstate(over="ignore", invalid="ignore"):
         np.copyto(values, X.data, casting="unsafe")
     cast = type(X)((values, X.indices, X.indptr), shape=X.shape, copy=False)
-    cast.has_canonical_format = X.has_canonical_format
+    if order_check:
+        cast.has_canonical_format = X.has_canonical_format
     return cast
 
 

@@ -100,8 +100,8 @@ def populated_empty(shape: tuple[int, ...], dtype: np.dtype | type,
 def small_page_zeros(shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
     """``np.zeros(shape, dtype)``, from an anonymous memory map of small pages where it
     holds :data:`POPULATE_BYTES` or more: for a large array that a fit builds once and
-    reads at every epoch (the stored values of sparse rows and their cast), released
-    with the array.
+    reads at every epoch (the stored values of sparse rows, and their cast beyond
+    :data:`REUSE_BYTES`), released with the array.
 
     numpy asks for huge pages there (see the module). On the virtual machines this
     project is measured on, the first write of huge pages the process has not written

@@ -212,18 +212,22 @@ def test_a_sparse_x_is_checked_by_the_sum_of_its_cast_values(monkeypatch, dtype)
 
 
 def test_the_sparse_cast_carries_scipy_s_canonical_check():
-    """The cast keeps the canonical-format flag of ``X``, computed on ``X`` (scipy keeps
-    it there: the next call on the same ``X`` does not scan its indices again), and the
-    loader's CSR matrix made from a CSR array keeps it too."""
+    """With ``order_check`` (training), the cast keeps the canonical-format flag of
+    ``X``, computed on ``X`` (scipy keeps it there: the next call on the same ``X`` does
+    not scan its indices again), and the loader's CSR matrix made from a CSR array keeps
+    it too; without (prediction), nothing scans the indices."""
     data = sp.csr_array(np.where(np.abs(X) > 1, X, 0).astype(np.float64))
-    cast = finite_input.cast_csr(data, np.float32)
+    finite_input.cast_csr(data, np.float32)
+    assert "_has_canonical_format" not in vars(data)
+    (_, _), cast = validate_finite_data(SGDRegressor(), data, Y, accept_sparse="csr",
+                                        graph_dtype=np.float32)
     assert vars(data)["_has_canonical_format"] and vars(cast)["_has_canonical_format"]
     assert vars(batches._canonical(cast))["_has_canonical_format"]
     # Duplicates: not canonical; the loader sums them in a copy.
     doubled = sp.csr_array((np.ones(2), np.array([1, 1]), np.array([0, 2])), shape=(1, 3))
-    assert not finite_input.cast_csr(doubled, np.float32).has_canonical_format
+    assert not finite_input.cast_csr(doubled, np.float32, True).has_canonical_format
     np.testing.assert_array_equal(batches._canonical(
-        finite_input.cast_csr(doubled, np.float32)).toarray(), [[0, 2, 0]])
+        finite_input.cast_csr(doubled, np.float32, True)).toarray(), [[0, 2, 0]])
 
 
 @pytest.mark.parametrize("container", [sp.csr_matrix, sp.csr_array])

@@ -64,9 +64,9 @@ def checks(monkeypatch):
     seen = []
     cast_checked = finite_input._cast_checked
 
-    def counting(data, dtype):
+    def counting(data, dtype, **options):
         seen.append("C" if data.flags.c_contiguous else "F")
-        return cast_checked(data, dtype)
+        return cast_checked(data, dtype, **options)
 
     monkeypatch.setattr(finite_input, "_cast_checked", counting)
     return seen
