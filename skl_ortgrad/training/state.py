@@ -101,6 +101,12 @@ class TrainingState:
         weights = packed_copies([inits[name] for name in order])
         return cls(order, weights, rate.init_state(weights))
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes :meth:`checkpoint` copies."""
+        return sum(a.nbytes for arrays in (self.weights, self.rate_state, self.average,
+                                           self.penalty) for a in arrays)
+
     def checkpoint(self) -> dict[str, Any]:
         """Copies of every value: ``weights``, ``t``, ``lr_state`` (the rule's state),
         ``average``, ``average_count`` and ``penalty``."""

@@ -44,12 +44,13 @@ from skl_ortgrad.runtime.program_run import (
     SparseLinearProgramRun,
 )
 from skl_ortgrad.runtime.step import OrtGradientStep
-from skl_ortgrad.training import program_choice
+from skl_ortgrad.training import epochs, program_choice
 from skl_ortgrad.training.caches import transient
 from skl_ortgrad.training.epochs import ProgramEpoch
 from skl_ortgrad.training.optimizers_partial import OrtGradientForwardBackwardOptimizer
 from skl_ortgrad.training.programs import linear_program
 from skl_ortgrad.training.programs import sparse as sparse_programs
+from skl_ortgrad.training.state import TrainingState
 
 #: 1000 rows at batch 32: 31 full batches (chunks of 8, 8, 8, 7) and one of 8 rows.
 N_ROWS, N_FEATURES, STEPS = 1000, 6, 8
@@ -85,6 +86,16 @@ def chunks(monkeypatch):
     monkeypatch.setattr(program_choice, "LINEAR_STEPS", STEPS)
     monkeypatch.setattr(LinearProgramRun, "GROUP_STEPS", 0)
     return record_calls(monkeypatch, ProgramRun, "run")
+
+
+@pytest.fixture(params=["checkpoints", "each chunk checked"])
+def chunk_checks(request, monkeypatch):
+    """Both ways of a program's epoch to go back from a chunk with a non-finite loss: a
+    checkpoint at every chunk's start (the state is small) or each chunk checked as it
+    ends (the state is large; here, any state)."""
+    if request.param == "each chunk checked":
+        monkeypatch.setattr(epochs, "CHECKPOINT_MAX_BYTES", -1)
+    return request.param
 
 
 def _per_batch(monkeypatch, call):
@@ -799,6 +810,7 @@ def test_stateful_rules_of_large_models_run_per_batch(chunks):
     assert chunks
 
 
+@pytest.mark.usefixtures("chunk_checks")
 def test_adam_divergence_in_a_chunk_keeps_the_state_of_the_last_finite_epoch(
         monkeypatch, chunks):
     """Adam's rate explodes from the 11th batch of epoch 2: the chunk's non-finite losses
@@ -906,6 +918,7 @@ def test_fits_of_one_structure_share_their_program(chunks, builds):
     assert not np.array_equal(first.coefs_[0], fit(random_state=1).coefs_[0])
 
 
+@pytest.mark.usefixtures("chunk_checks")
 @pytest.mark.parametrize(("lean", "sparse"), [(False, False), (True, False), (True, True)],
                          ids=["generic", "linear", "sparse linear"])
 def test_divergence_in_a_chunk_is_reported_at_its_batch(monkeypatch, chunks, lean, sparse):
@@ -1023,12 +1036,14 @@ def _stops_as_per_batch(monkeypatch, chunks, path, task, params, sample_weight=N
 
 
 @pytest.mark.parametrize("lean", [False, True], ids=["generic", "linear"])
-def test_a_chunk_whose_replay_is_finite_rewinds_then_goes_on(monkeypatch, chunks, lean):
+def test_a_chunk_whose_replay_is_finite_rewinds_then_goes_on(monkeypatch, chunks, lean,
+                                                             chunk_checks):
     """The chunks' losses are checked after they all ran: a non-finite one (here a NaN
     written into the second chunk's losses of epoch 2, once) rewinds the weights, states
     and t_ to that chunk's start, replays it batch by batch (8 forwards, all finite) and
-    runs the chunks after it in the program again. The fit ends as the one without the
-    NaN, to the per-batch path's rounding."""
+    runs the chunks after it in the program again. Each chunk checked as it ends, that
+    chunk is not taken, nothing rewinds, and the chunks after the replay run once. The
+    fit ends as the one without the NaN, to the per-batch path's rounding."""
     if not lean:
         _generic_only(monkeypatch)
     clean = _fit("regression", learning_rate="constant", eta0=0.001)
@@ -1046,11 +1061,40 @@ def test_a_chunk_whose_replay_is_finite_rewinds_then_goes_on(monkeypatch, chunks
     monkeypatch.setattr(owner, "step_losses", step_losses)
     rewinds = record_calls(monkeypatch, ProgramEpoch, "_rewind")
     model = _fit("regression", learning_rate="constant", eta0=0.001)
-    assert poisoned == [8]  # epoch 2 ran whole before its losses were checked
-    assert len(rewinds) == 1
-    assert len(chunks) - before == 3 * 4 + 2  # the chunks after the replayed one, again
+    if chunk_checks == "checkpoints":
+        assert poisoned == [8]  # epoch 2 ran whole before its losses were checked
+        assert len(rewinds) == 1
+        assert len(chunks) - before == 3 * 4 + 2  # the chunks after the replayed one, again
+    else:
+        assert poisoned == [6]  # epoch 2's second chunk, checked as it ended
+        assert not rewinds
+        assert len(chunks) - before == 3 * 4
     got, expected = _state(model), _state(clean)
     _assert_same(got, expected, rtol=1e-5)
+
+
+def test_a_large_state_takes_no_checkpoints(monkeypatch, chunks):
+    """A program's epoch copies the state at every chunk's start only where it holds at
+    most ``CHECKPOINT_MAX_BYTES`` (``TrainingState.nbytes``: weights and states); the fit
+    is the same bit for bit either way."""
+    sizes = []
+    original = TrainingState.checkpoint
+
+    def checkpoint(self):
+        sizes.append(self.nbytes)
+        return original(self)
+
+    monkeypatch.setattr(TrainingState, "checkpoint", checkpoint)
+    small = _fit("regression", learning_rate="constant", eta0=0.001)
+    nbytes = sum(w.nbytes for w in small.optimizer_.weights_)
+    assert set(sizes) == {nbytes}
+    taken, ran = len(sizes), len(chunks)
+    monkeypatch.setattr(epochs, "CHECKPOINT_MAX_BYTES", nbytes - 1)
+    large = _fit("regression", learning_rate="constant", eta0=0.001)
+    assert len(chunks) == 2 * ran
+    # The trainer's own, one per call and epoch, remain.
+    assert len(sizes) - taken == taken - ran
+    _assert_same(_state(large), _state(small))
 
 
 @pytest.mark.usefixtures("default_sigint")

@@ -437,10 +437,11 @@ def test_programs_write_the_norms_of_the_weights_every_step_starts_from(form, ou
         _check(*result, *plain)
 
 
+@pytest.mark.parametrize("outputs", [1, 3])
 @pytest.mark.parametrize("penalty", ["none", "l2", "elastic"])
 @pytest.mark.parametrize("loss", ["squared_error", "log", "hinge"])
 def test_sparse_program_of_several_steps_an_iteration_computes_the_same_bit_for_bit(
-        monkeypatch, loss, penalty):
+        monkeypatch, loss, penalty, outputs):
     """2, 3 and 4 steps a ``Scan`` iteration, over calls of 8 and 3 steps (grouped steps
     and the rest, grouped steps alone, the rest alone): the weights, batch losses and
     norms of one step an iteration, bit for bit (float32)."""
@@ -450,9 +451,11 @@ def test_sparse_program_of_several_steps_an_iteration_computes_the_same_bit_for_
     def run(unroll):
         monkeypatch.setattr(sparse_programs, "UNROLL_STEPS", unroll)
         program = sparse_programs.sparse_linear_program(
-            loss, N_FEATURES, 8, BATCH, np.float32, l1=l1 > 0, l2=l2 > 0, norms=True)
+            loss, N_FEATURES, 8, BATCH, np.float32, l1=l1 > 0, l2=l2 > 0, norms=True,
+            n_outputs=outputs)
         norms = {name: np.empty(N_BATCHES, dtype=np.float32) for name in program.norms}
-        weights, losses = _run_linear(program, loss, np.float32, l1, l2, norms=norms)
+        weights, losses = _run_linear(program, loss, np.float32, l1, l2, outputs=outputs,
+                                      norms=norms)
         return {node.name for node in program.model.graph.node}, (weights, losses, norms)
 
     nodes, expected = run(1)
@@ -469,18 +472,19 @@ def test_sparse_program_of_several_steps_an_iteration_computes_the_same_bit_for_
 
 
 def test_unrolled_steps_follow_the_weights_and_the_batch():
-    """Several steps an iteration where the weights are many and the batches small, for
-    one output only."""
+    """Several steps an iteration where the weights (all the outputs') are many and the
+    batches small."""
     rule = sparse_programs.unrolled_steps
     assert rule(2**18, 32) == rule(2**20, 64) == sparse_programs.UNROLL_STEPS > 1
     assert rule(100_000, 32) == rule(2**18, 128) == 1
 
-    def nodes(**params):
-        program = linear_program("hinge", 2**18, 32, 32, sparse=True, **params)
+    def nodes(n_features, **params):
+        program = linear_program("hinge", n_features, 32, 32, sparse=True, **params)
         return {node.name for node in program.model.graph.node}
 
-    assert "grouped_steps_if" in nodes()
-    assert "grouped_steps_if" not in nodes(n_outputs=5)
+    assert "grouped_steps_if" in nodes(2**18)
+    assert "grouped_steps_if" in nodes(2**15, n_outputs=5)
+    assert "grouped_steps_if" not in nodes(2**15, n_outputs=3)
 
 
 def test_linear_program_perceptron():
@@ -691,23 +695,32 @@ def test_program_graphs():
                      linear_program("hinge", N_FEATURES, 8, BATCH, threshold=0.0)):
         assert len(body(compared)) == 8
         assert "LessOrEqual" in body(compared) and "HardSigmoid" not in body(compared)
-    # Several outputs: the same nodes densely; the sparse form gathers W's rows (Gather)
-    # and scatters them (ScatterND) instead of its flat values, every row.
+    # Several outputs: the same nodes densely; the sparse form the nodes of one output
+    # on the flat W (ScatterElements, no ScatterND), five more (the indices j K + k:
+    # Mul, Add; the outputs' axis first, and back: two Transposes and a Reshape), and
+    # for the hinge loss two more (the rows of each output that step: Reshape, Tile).
     for loss in ("log", "hinge"):
         for sparse in (False, True):
             outputs = linear_program(loss, N_FEATURES, 8, BATCH, l2=True, n_outputs=3,
                                      sparse=sparse)
             onnx.checker.check_model(outputs.model, full_check=True)
-            one = body(linear_program(loss, N_FEATURES, 8, BATCH, l2=True))
+            one = body(linear_program(loss, N_FEATURES, 8, BATCH, l2=True, sparse=sparse))
             if sparse:
-                # Twelve more: the gathers and layouts, the int64 cast of ScatterND's
-                # indices, the scale a of W = aV.
-                assert len(body(outputs)) == len(one) + 12
-                assert body(outputs).count("ScatterND") == 1
-                assert "Compress" not in body(outputs)
+                assert len(body(outputs)) == len(one) + 5 + 2 * (loss == "hinge")
+                assert "ScatterND" not in body(outputs)
+                assert body(outputs).count("ScatterElements") == 1
+                assert body(outputs).count("Compress") == 3 * (loss == "hinge")
+                assert outputs.weight_shapes == [(N_FEATURES * 3,), (1, 3)]
             else:
                 assert body(outputs) == one
-            assert outputs.weight_shapes == [(N_FEATURES, 3), (1, 3)]
+                assert outputs.weight_shapes == [(N_FEATURES, 3), (1, 3)]
+    # Indices j K + k past int32's range: the columns cast to int64 first.
+    # (Batches of 128 rows: one step an iteration, the Scan's body the step.)
+    casts = [node for node in linear_program(
+        "hinge", 2**30, 8, 128, sparse=True, n_outputs=3).model.graph.node[0].attribute[
+            0].g.node if node.op_type == "Cast"]
+    assert [helper.get_attribute_value(node.attribute[0]) for node in casts] == [
+        onnx.TensorProto.INT64, onnx.TensorProto.BOOL]
     sparse_body = body(linear_program("hinge", N_FEATURES, 8, BATCH, sparse=True))
     assert sparse_body.count("Gemm") == 1 and sparse_body.count("ScatterElements") == 1
     assert sparse_body.count("Compress") == 3
@@ -721,6 +734,17 @@ def test_program_graphs():
     assert [i.name for i in scaled.model.graph.input][:2] == ["coef", "intercept"]
     assert [o.name for o in scaled.model.graph.output] == ["new_coef", "new_intercept",
                                                            "values"]
+    # Its norms: V's squared norm summed once a call (outer graph), then a state each
+    # step updates from its own values, with no sum over all of V a step.
+    for outputs in (1, 3):
+        tracked = linear_program("hinge", N_FEATURES, 8, BATCH, l2=True, sparse=True,
+                                 norms=True, n_outputs=outputs)
+        onnx.checker.check_model(tracked.model, full_check=True)
+        assert "ReduceSumSquare" not in body(tracked)
+        assert [node.op_type for node in tracked.model.graph.node] == [
+            "ReduceSumSquare", "Scan", "Mul"]
+        assert "squared_norm" not in {i.name for i in tracked.model.graph.input}
+        assert tracked.norms == ("squared_norms", "scales")
     program = linear_program("squared_error", N_FEATURES, 8, BATCH, l2=True)
     decay = {name: shape for name, kind, shape in program.scalars}
     assert list(decay.values()) == [(1, 1)]  # rank-matched with the [1, d] weights

@@ -258,7 +258,8 @@ def intercept_update(step: StepGraph, u: str, by_rows: bool) -> str:
 RESERVED = {"X", "coef", "intercept", "new_coef", "new_intercept", "coef_applied",
             "new_coef_applied", "rows", "target", "step_weight", "stored_counts",
             "stored_columns", "stored_values", "values", "intercept_steps",
-            "margin_threshold", "row_axis", "scale", "scaled_coef", "final_scale"}
+            "margin_threshold", "row_axis", "scale", "scaled_coef", "final_scale",
+            "squared_norm", "final_squared_norm"}
 
 
 def dense_linear_program(

@@ -23,6 +23,7 @@ from skl_ortgrad.training.programs.linear import (
 )
 from skl_ortgrad.training.programs.scan import scan
 from skl_ortgrad.training.programs.steps import (
+    NORMS,
     SCALES,
     StepTemplate,
     cumulative_l1,
@@ -56,11 +57,9 @@ class SparseLinearProgram(LinearProgram):
 
     @property
     def weight_shapes(self) -> list[tuple[int, ...]]:
-        """``[d]`` and ``[1, 1]``: views of the caller's ``[d, 1]`` and ``[1]``; ``[d, K]``
-        and ``[1, K]`` for :math:`K` outputs; :math:`q` as :math:`W`."""
-        if self.n_outputs > 1:
-            return super().weight_shapes
-        shapes = [(self.n_features,), (1, 1)]
+        """``[d K]`` and ``[1, K]``: views of the caller's ``[d, K]``, flat, and ``[K]``
+        (:math:`K = 1` included); :math:`q` as :math:`W`."""
+        shapes = [(self.n_features * self.n_outputs,), (1, self.n_outputs)]
         return shapes + shapes[:1] * (len(self.weights) - 2)
 
     def _step_shape(self, count: int) -> tuple[int, ...]:
@@ -106,48 +105,139 @@ SCALE = "scale"
 #: caches), at 100,000 no change, and the text-like fit at batch 128 no faster at 2^18
 #: and 2^20 columns, up to 1.4x slower at 8 steps an iteration and 2x at 32 (there the
 #: scatter of a step's 11,000 values, not the copy, takes most of the step, by
-#: onnxruntime's profiler); nor with 5 classes at 2^18 columns, whose steps scatter
-#: with ``ScatterND`` (the same stream: 8.4x-9.0x -> 8.5x-9.7x), so one output only. The
-#: weights are the same, bit for bit.
+#: onnxruntime's profiler). The weights are the same, bit for bit. With :math:`K`
+#: outputs, the weights are all :math:`d K` values of :math:`W`, scattered flat as for
+#: one output: 5 outputs at 2^18 columns and batches of 32 rows, the program alone (one
+#: thread, 32 steps a call), 0.75 -> 0.31 ms a step (ad hoc).
 UNROLL_STEPS, UNROLL_FROM_WEIGHTS, UNROLL_MAX_ROWS = 8, 2**17, 64
 
 
 def unrolled_steps(n_weights: int, batch_rows: int) -> int:
-    """Steps per ``Scan`` iteration of a sparse program of one output training
-    ``n_weights`` values (:math:`W`'s) in batches of ``batch_rows`` rows (see
+    """Steps per ``Scan`` iteration of a sparse program training ``n_weights`` values
+    (:math:`W`'s, all outputs') in batches of ``batch_rows`` rows (see
     ``UNROLL_STEPS``)."""
     return (UNROLL_STEPS if n_weights >= UNROLL_FROM_WEIGHTS and batch_rows <= UNROLL_MAX_ROWS
             else 1)
 
 
-def _unscaled(graph: GraphProto, elem: int, dtype: np.dtype | type) -> None:
-    """The scaled sparse program's outer graph, in place: the scale starts at 1 (an
-    initializer, not an input), and the new weights are :math:`a V` of the last step."""
+#: The scaled sparse program's :math:`\lVert V \rVert_2^2`, a state of its ``Scan`` where
+#: it writes the norms (see :func:`sparse_linear_program`).
+SQUARED_NORM = "squared_norm"
+
+
+def _unscaled(graph: GraphProto, elem: int, dtype: np.dtype | type, tracked: bool) -> None:
+    r"""The scaled sparse program's outer graph, in place: the scale starts at 1 (an
+    initializer, not an input), the new weights are :math:`a V` of the last step and,
+    ``tracked``, :math:`\lVert V \rVert_2^2` starts as the weights' squared norm (a
+    node, not an input; its last value is no output)."""
     coef = SparseLinearProgram.new_weights[0]
-    del graph.input[[i.name for i in graph.input].index(SCALE)]
+    states = [SCALE, *([SQUARED_NORM] if tracked else [])]
+    for name in states:
+        del graph.input[[i.name for i in graph.input].index(name)]
     graph.initializer.append(numpy_helper.from_array(np.ones(1, dtype=dtype), SCALE))
     shapes = {o.name: o for o in graph.output}
+    finals = ["scaled_coef", *(f"final_{name}" for name in states)]
     outputs = [value_info(coef, elem, dims_of(shapes["scaled_coef"])),
-               *(o for o in graph.output if o.name not in ("scaled_coef", "final_scale"))]
+               *(o for o in graph.output if o.name not in finals)]
     del graph.output[:]
     graph.output.extend(outputs)
+    if tracked:
+        graph.node.insert(0, helper.make_node(
+            "ReduceSumSquare", [SparseLinearProgram.weights[0]], [SQUARED_NORM],
+            name="squared_norm_at_start", keepdims=1))
     graph.node.append(helper.make_node("Mul", ["scaled_coef", "final_scale"], [coef],
                                        name="unscaled"))
 
 
+def _flat_indices(step: StepGraph, columns: str, n_features: int, outputs: int,
+                  constants: dict[str, np.ndarray]) -> str:
+    r"""Where the ``[b, w]`` ``columns`` read the flat :math:`W`: the columns themselves
+    for one output; for :math:`K`, the ``[K, b, w]`` indices :math:`j K + k` of the
+    values :math:`(j, k)` of ``[d, K]`` (int64 where :math:`d K` passes int32's range).
+    The outputs' axis comes first: onnxruntime broadcasts along contiguous spans, here
+    :math:`b w` values long (``[b, w, K]``, spans of :math:`K`, took its ``Mul`` and
+    ``Add`` 5 to 10 times longer). ``constants`` receives the initializers it needs."""
+    if outputs == 1:
+        return columns
+    emit = step.node
+    wide = n_features * outputs > np.iinfo(np.int32).max
+    index_type = np.int64 if wide else np.int32
+    constants.update({"output_count": np.array(outputs, dtype=index_type),
+                      "output_offsets": np.arange(outputs, dtype=index_type).reshape(-1, 1, 1)})
+    if wide:
+        columns = emit("Cast", [columns], "wide_columns", to=TensorProto.INT64)
+    return emit("Add", [emit("Mul", [columns, "output_count"], "first_value_indices"),
+                        "output_offsets"], "value_indices")
+
+
+def _norm_stepped(step: StepGraph, steps: str, before: str, stepped: str,
+                  indices: str) -> str:
+    r""":math:`\lVert V' \rVert_2^2` after a step that added the ``steps``
+    :math:`\delta_s` at the flat ``indices`` :math:`j_s` of :math:`V`, from
+    :math:`\lVert V \rVert_2^2` (the state ``SQUARED_NORM``), the values ``before`` the
+    step read there (:math:`V_{j_s}`, laid out as the steps) and those of the ``stepped``
+    :math:`V'`:
+
+    .. math::
+
+        \lVert V' \rVert_2^2 = \lVert V \rVert_2^2 + \sum_s \delta_s
+        (V_{j_s} + V'_{j_s})
+
+    exact where an index repeats too (with :math:`\Delta_j = \sum_{j_s = j}
+    \delta_s = V'_j - V_j`, the sum is :math:`\sum_j \Delta_j (V_j + V'_j) =
+    \sum_j V'^2_j - V^2_j`): work in the step's values, where the norm of all of
+    :math:`V` read its :math:`d K` values a step, and kept the scatters from adding in
+    place (5 outputs at :math:`2^{18}` columns, batches of 32 rows: 0.37 -> 1.41 ms a
+    step, the program alone; for one output at batches of 128, within noise; ad hoc).
+    scikit-learn's SGD keeps its squared norm the same way, sample by sample. Rounding
+    drifts from the sum of the squares over the steps of one call, which starts from
+    that sum (:func:`_unscaled`).
+
+    The step's scatter waits for the norm it starts from (:func:`_waiting`).
+    """
+    emit = step.node
+    after = emit("GatherElements", [stepped, indices], "coef_stepped_at_columns")
+    sums = emit("Add", [emit("Reshape", [before, "flat_layout"], "flat_coef_at_columns"),
+                        after], "coef_sums_at_columns")
+    change = emit("ReduceSum", [emit("Mul", [steps, sums], "norm_changes")], "norm_change",
+                  keepdims=1)
+    return emit("Add", [SQUARED_NORM, change], "norm_stepped")
+
+
+def _waiting(step: StepGraph, indices: str, constants: dict[str, np.ndarray]) -> str:
+    """The scatter's flat ``indices``, through a ``Reshape`` whose shape waits for the
+    norm the step starts from (``SQUARED_NORM``), so that onnxruntime runs the step
+    before's gather of :math:`V'` (:func:`_norm_stepped`) before this step's scatter.
+    Otherwise that gather ran after all the steps of an iteration (onnxruntime orders
+    each output's ancestors in turn), and the scatters could not add in place (see
+    ``UNROLL_STEPS``): 8 steps an iteration at 2^18 columns and batches of 32 rows took
+    0.15-0.16 ms a step instead of 0.09 (one output), 0.87-0.95 instead of 0.40-0.49
+    (5 outputs; the program alone, ad hoc). ``constants`` receives the initializers it
+    needs."""
+    constants["first_value"] = np.zeros(1, dtype=np.int64)
+    emit = step.node
+    # [-1] once the norm is known: [-1] and none of its values. Not its shape, which
+    # onnxruntime knows before it runs (it removed that wait).
+    none = emit("Cast", [emit("Slice", [SQUARED_NORM, "first_value", "first_value"],
+                              "norm_none")], "norm_none_as_index", to=TensorProto.INT64)
+    layout = emit("Concat", ["flat_layout", none], "waiting_layout", axis=0)
+    return emit("Reshape", [indices, layout], "waiting_indices")
+
+
 def _cumulative_at_columns(step: StepGraph, coef: str, applied: str, columns: str,
-                           counts: str, outputs: int, dtype: np.dtype | type,
+                           indices: str, counts: str, dtype: np.dtype | type,
                            constants: dict[str, np.ndarray],
                            whole: bool) -> tuple[str, str]:
     r"""The cumulative L1 penalty's step of :math:`W` (after the gradient's scatter) at
     the features the batch stores only, as scikit-learn's on sparse rows: :math:`W`
-    and :math:`q` gathered at the ``[b, w]`` ``columns``, the rule of
-    :func:`~skl_ortgrad.training.programs.steps.cumulative_l1` applied there, the new
-    values scattered back (``ScatterElements``, ``ScatterND`` for :math:`K > 1`, no
-    reduction); return the new :math:`W` and :math:`q`. With ``whole``, the rule on all
-    of :math:`W` and :math:`q` instead, each column's result kept where the batch stores
-    the column (``Where``): the same values, cheaper where a batch stores more values
-    than there are features (3,200 values of 1,000 features, float64, one thread: about
+    and :math:`q` (flat, see :func:`sparse_linear_program`) gathered at the flat
+    ``indices`` of the ``[b, w]`` ``columns`` (``[b, w]``, ``[K, b, w]`` for :math:`K`
+    outputs), the rule of :func:`~skl_ortgrad.training.programs.steps.cumulative_l1`
+    applied there, the new values scattered back (``ScatterElements``, no reduction);
+    return the new :math:`W` and :math:`q`. With ``whole``, the rule on all of
+    :math:`W` and :math:`q` instead, each value's result kept where the batch stores its
+    column (``Where``): the same values, cheaper where a batch stores more values than
+    there are features (3,200 values of 1,000 features, float64, one thread: about
     98 -> 60 µs a step, measured, against 23 µs without the cumulative penalty).
 
     A slot is stored when its rank in its row is below the row's ``counts`` (padding
@@ -155,55 +245,40 @@ def _cumulative_at_columns(step: StepGraph, coef: str, applied: str, columns: st
     :math:`q` and compute the same values, so a column several rows store is written
     once in effect; a padding slot (column 0) writes the rule's value where the batch
     stores its column and the value it read otherwise, so it never contradicts a stored
-    one: ``present`` counts the stored slots of every column (a scatter of ``[d]``
-    zeros). ``constants`` receives the initializers it needs beyond the caller's.
+    one: ``present`` counts the stored slots of every value of :math:`W` (a scatter of
+    zeros shaped as :math:`W`). ``constants`` receives the initializers it needs beyond
+    the caller's.
     """
     emit = step.node
     ranks = emit("Range", ["zero_rank", emit("Gather", [emit("Shape", [columns],
                                                              "slots_shape"), "one_axis"],
                                              "slots_per_row"), "one_rank"], "slot_ranks")
-    stored = emit("Less", [ranks, emit("Reshape", [counts, "count_layout"], "counts_by_row")],
-                  "stored_slots")
-    flat_columns = emit("Reshape", [columns, "flat_layout"], "all_flat_columns")
-    # [d] zeros of the weights' type (Shape's end: the features' axis only).
-    zeros = emit("ConstantOfShape", [emit("Shape", [applied], "feature_count", end=1)],
+    stored = emit("Cast", [emit("Less", [ranks, emit("Reshape", [counts, "count_layout"],
+                                                     "counts_by_row")], "stored_slots")],
+                  "stored_slot_values", to=onnx_dtype(dtype))
+    if indices != columns:
+        # Every output of a stored column is stored.
+        stored = emit("Expand", [stored, emit("Shape", [indices], "indices_shape")],
+                      "stored_outputs")
+    flat_indices = emit("Reshape", [indices, "flat_layout"], "all_flat_indices")
+    zeros = emit("ConstantOfShape", [emit("Shape", [applied], "weight_count")],
                  "no_columns", value=numpy_helper.from_array(np.zeros(1, dtype=dtype)))
-    present = emit("ScatterElements", [zeros, flat_columns, emit("Reshape", [
-        emit("Cast", [stored], "stored_slot_values", to=onnx_dtype(dtype)), "flat_layout"],
-        "flat_stored_slots")], "present_columns", reduction="add")
+    present = emit("ScatterElements", [zeros, flat_indices, emit("Reshape", [
+        stored, "flat_layout"], "flat_stored_slots")], "present_columns", reduction="add")
     if whole:
-        if outputs > 1:
-            constants["feature_layout"] = np.array([-1, 1])
-            present = emit("Reshape", [present, "feature_layout"], "present_by_feature")
         at = emit("Greater", [present, "zero_value"], "present_features")
-        ruled_w, ruled_q = cumulative_l1(step, coef, applied, 2 if outputs > 1 else 1)
+        ruled_w, ruled_q = cumulative_l1(step, coef, applied, 1)
         return tuple(emit("Where", [at, ruled, read], f"{read}_kept")
                      for ruled, read in ((ruled_w, coef), (ruled_q, applied)))
-    if outputs > 1:
-        constants["last_axis"] = np.array([-1])
-        at = emit("Greater", [emit("Unsqueeze", [emit("Gather", [present, columns],
-                                                      "present_at_slots"), "last_axis"],
-                                   "present_by_slot"), "zero_value"], "present_slots")
-        w_at, q_at = (emit("Gather", [name, columns], f"{name}_at_slots")
-                      for name in (coef, applied))
-        rank = 3
-    else:
-        at = emit("Greater", [emit("GatherElements", [present, flat_columns],
-                                   "present_at_slots"), "zero_value"], "present_slots")
-        w_at, q_at = (emit("GatherElements", [name, flat_columns], f"{name}_at_slots")
-                      for name in (coef, applied))
-        rank = 1
-    ruled_w, ruled_q = cumulative_l1(step, w_at, q_at, rank)
+    at = emit("Greater", [emit("GatherElements", [present, flat_indices],
+                               "present_at_slots"), "zero_value"], "present_slots")
+    w_at, q_at = (emit("GatherElements", [name, flat_indices], f"{name}_at_slots")
+                  for name in (coef, applied))
+    ruled_w, ruled_q = cumulative_l1(step, w_at, q_at, 1)
     new_w, new_q = (emit("Where", [at, ruled, read], f"{read}_kept")
                     for ruled, read in ((ruled_w, w_at), (ruled_q, q_at)))
-    if outputs > 1:
-        # ScatterND's indices are int64, [b, w, 1].
-        indices = emit("Cast", [emit("Unsqueeze", [columns, "last_axis"], "slot_indices")],
-                       "slot_indices_int64", to=TensorProto.INT64)
-        return (emit("ScatterND", [coef, indices, new_w], "coef_penalized"),
-                emit("ScatterND", [applied, indices, new_q], "applied_penalized"))
-    return (emit("ScatterElements", [coef, flat_columns, new_w], "coef_penalized"),
-            emit("ScatterElements", [applied, flat_columns, new_q], "applied_penalized"))
+    return (emit("ScatterElements", [coef, flat_indices, new_w], "coef_penalized"),
+            emit("ScatterElements", [applied, flat_indices, new_q], "applied_penalized"))
 
 
 def sparse_linear_program(
@@ -240,8 +315,19 @@ def sparse_linear_program(
     third weight and each row's count of stored values a fourth per-row input
     (``stored_counts``, 0 for padding rows).
 
-    With :math:`K` outputs, :math:`W` ``[d, K]`` gathers ``[b, w, K]`` rows, the values
-    are laid out ``[b, w, 1]`` and the steps scattered (``ScatterND``) ``[b, w, K]``.
+    With :math:`K` outputs, :math:`W` is ``[d, K]`` flat, value :math:`(j, k)` at
+    :math:`j K + k` (:func:`_flat_indices`): the values of the stored columns, ``[K, b,
+    w]``, are gathered and their steps scattered by ``GatherElements`` and
+    ``ScatterElements`` on the flat indices, as for one output (the hinge loss's steps
+    those of the rows of each output inside its margin, ``[K b, w]`` compressed).
+    ``ScatterND`` on ``[d, K]`` added the same values in the same order, but onnxruntime
+    copied all of :math:`W` at every step, where the flat scatter adds in place (see
+    ``UNROLL_STEPS``): 5 classes at 2^18 columns and batches of 32 rows, 0.87-1.01 ->
+    0.34-0.50 ms a step (the program alone, one thread, 32 steps a call, ad hoc).
+
+    With ``norms`` in the scaled form (the ``tol`` rule on the objective), the squared
+    norm of :math:`V` is a state each step updates from its own values
+    (:func:`_norm_stepped`) instead of a sum over all of :math:`V` a step.
     """
     outputs = check_linear(loss, steps, n_outputs)
     p = SparseLinearProgram
@@ -254,36 +340,39 @@ def sparse_linear_program(
     stored_columns, stored_values = p.stored
     constants: dict[str, np.ndarray] = {
         "intercept_steps": np.full((1, b), intercept_step, dtype=dtype),
-        "row_axis": np.ones(1, dtype=np.int64),
         "flat_layout": np.array([-1], dtype=np.int64),
-        "stored_layout": np.array([b, -1, 1] if outputs > 1 else [b, -1], dtype=np.int64)}
+        "stored_layout": np.array([outputs, b, -1] if outputs > 1 else [b, -1],
+                                  dtype=np.int64)}
     # With the L2 decay alone: W = a V, the decay multiplies the scalar a, so no step
     # writes all of W twice (the decay, then the update). Not with the cumulative L1
     # penalty, whose rule works on W.
     scaled = l2 and not l1 and not cumulative
-    columns = all_columns = emit("Gather", [stored_columns, rows], "columns", axis=0)
+    columns = emit("Gather", [stored_columns, rows], "columns", axis=0)
     values = emit("Gather", [stored_values, rows], "values_of_rows", axis=0)
-    if outputs > 1:
-        # W [d, K] gathers [b, w, K] rows; the values [b, w, 1].
-        values = emit("Reshape", [values, "stored_layout"], "values_laid_out")
-        at_columns = emit("Gather", [coef, columns], "coef_at_columns")
-    else:
-        flat_columns = emit("Reshape", [columns, "flat_layout"], "flat_columns")
-        at_columns = emit("Reshape", [emit("GatherElements", [coef, flat_columns],
-                                           "coef_at_flat"), "stored_layout"],
-                          "coef_at_columns")
+    indices = all_indices = _flat_indices(step, columns, n_features, outputs, constants)
+    flat_indices = emit("Reshape", [indices, "flat_layout"], "flat_indices")
+    at_columns = emit("Reshape", [emit("GatherElements", [coef, flat_indices],
+                                       "coef_at_flat"), "stored_layout"], "coef_at_columns")
     products = emit("Mul", [at_columns, values], "products")
-    dots = emit("ReduceSum", [products, "row_axis"], "dots",
-                keepdims=0 if outputs > 1 else 1)
+    if outputs > 1:
+        constants["value_axis"] = np.array([-1], dtype=np.int64)
+        dots = emit("Transpose", [emit("ReduceSum", [products, "value_axis"], "dots_by_output",
+                                       keepdims=0)], "dots", perm=[1, 0])
+    else:
+        constants["row_axis"] = np.ones(1, dtype=np.int64)
+        dots = emit("ReduceSum", [products, "row_axis"], "dots", keepdims=1)
     if scaled:
         dots = emit("Mul", [dots, SCALE], "scaled_dots")
     s = emit("Add", [dots, intercept], "score")
-    extra = step_norms(step, [coef], l1 or cumulative, l2) if norms else []
-    if norms and scaled:
-        # W = a V: the norms are V's; a is the state the step starts from (as a scalar,
-        # as the norms).
-        extra.append((SCALES, emit("ReduceSum", [SCALE], "scale_at_start", keepdims=0),
-                      ()))
+    # W = a V: the norms are V's, its squared norm a state the steps update (tracked);
+    # a is the state the step starts from (as a scalar, as the norms).
+    tracked = scaled and norms
+    if tracked:
+        extra = [(NORMS[0], emit("ReduceSum", [SQUARED_NORM], "norm_at_start", keepdims=0),
+                  ()),
+                 (SCALES, emit("ReduceSum", [SCALE], "scale_at_start", keepdims=0), ())]
+    else:
+        extra = step_norms(step, [coef], l1 or cumulative, l2) if norms else []
     row_values, u = residual_nodes(step, loss, s, threshold, dtype, row_shape, constants)
     if scaled:
         # a' = a d, then V' = V - u X_B / a': a' V' is the decayed W minus the step.
@@ -293,32 +382,44 @@ def sparse_linear_program(
         start = coef
     else:
         negated_u = emit("Neg", [u], "negated_residual")
-        start = proximal(step, coef, 1 if outputs == 1 else 2, l1, l2)
-    # Each stored value's step -v u_i, added at its column.
+        start = proximal(step, coef, 1, l1, l2)
+    hinge = loss == "hinge"
     if outputs > 1:
-        constants["step_layout"] = np.array([b, 1, outputs], dtype=np.int64)
-        steps_at = emit("Mul", [values, emit("Reshape", [negated_u, "step_layout"],
-                                             "residual_by_row")], "coef_steps")
-        constants["index_layout"] = np.array([b, -1, 1], dtype=np.int64)
-        # ScatterND's indices are int64.
-        indices = emit("Cast", [emit("Reshape", [columns, "index_layout"], "column_indices")],
-                       "column_indices_int64", to=TensorProto.INT64)
-        new_coef = emit("ScatterND", [start, indices, steps_at],
-                        "coef_stepped", reduction="add")
-    else:
-        if loss == "hinge":
-            # Rows past the margin (and padding rows) step by 0: only the others' values
-            # are scattered (on a separable task most rows: 90% of an epoch's scatter).
-            stepping = emit("Reshape", [emit("Cast", [u], "steps_row", to=TensorProto.BOOL),
-                                        "flat_layout"], "stepping_rows")
-            columns, values, negated_u = (
-                emit("Compress", [name, stepping], f"stepping_{name}", axis=0)
-                for name in (columns, values, negated_u))
-            flat_columns = emit("Reshape", [columns, "flat_layout"], "flat_stepping_columns")
-        steps_at = emit("Mul", [values, negated_u], "coef_steps")
-        new_coef = emit("ScatterElements", [
-            start, flat_columns, emit("Reshape", [steps_at, "flat_layout"], "flat_steps")],
-            "coef_stepped", reduction="add")
+        # [K, b, 1] (each output's rows, as the indices), [K b, 1] to compress its rows.
+        constants["step_layout"] = np.array([outputs * b, 1] if hinge else [outputs, b, 1],
+                                            dtype=np.int64)
+        negated_u = emit("Reshape", [emit("Transpose", [negated_u], "residual_by_output",
+                                          perm=[1, 0]), "step_layout"], "residual_by_row")
+    if hinge:
+        # Rows past the margin (and padding rows) step by 0: only the others' values
+        # are scattered (on a separable task most rows: 90% of an epoch's scatter); with
+        # K outputs, the rows of each output, [K b, w].
+        if outputs > 1:
+            constants["output_rows"] = np.array([outputs * b, -1], dtype=np.int64)
+            constants["output_tiles"] = np.array([outputs, 1], dtype=np.int64)
+            indices = emit("Reshape", [indices, "output_rows"], "indices_by_output_row")
+            values = emit("Tile", [values, "output_tiles"], "values_by_output_row")
+            if tracked:
+                at_columns = emit("Reshape", [at_columns, "output_rows"],
+                                  "coef_at_output_rows")
+        stepping = emit("Reshape", [emit("Cast", [negated_u], "steps_row",
+                                         to=TensorProto.BOOL), "flat_layout"],
+                        "stepping_rows")
+        indices, values, negated_u = (
+            emit("Compress", [name, stepping], f"stepping_{name}", axis=0)
+            for name in (indices, values, negated_u))
+        if tracked:
+            at_columns = emit("Compress", [at_columns, stepping], "stepping_coef_at_columns",
+                              axis=0)
+        flat_indices = emit("Reshape", [indices, "flat_layout"], "flat_stepping_indices")
+    # Each stored value's step -v u_i, added at its column (at each of its K outputs).
+    steps_at = emit("Reshape", [emit("Mul", [values, negated_u], "coef_steps"),
+                                "flat_layout"], "flat_steps")
+    new_coef = emit("ScatterElements", [
+        start, _waiting(step, flat_indices, constants) if tracked else flat_indices, steps_at],
+        "coef_stepped", reduction="add")
+    if tracked:
+        new_norm = _norm_stepped(step, steps_at, at_columns, new_coef, flat_indices)
     new_intercept = intercept_update(step, u, True)
     weights, new_weights, per_row = p.weights, p.new_weights, p.per_row
     if cumulative:
@@ -329,9 +430,9 @@ def sparse_linear_program(
             "one_axis": np.ones((), dtype=np.int64), "count_layout": np.array([b, 1]),
             "zero_value": np.zeros((), dtype=dtype)})
         new_coef, new_applied = _cumulative_at_columns(
-            step, new_coef, weights[2], all_columns, per_row[3], outputs, dtype, constants,
+            step, new_coef, weights[2], columns, all_indices, per_row[3], dtype, constants,
             whole)
-    coef_shape = [n_features, outputs] if outputs > 1 else [n_features]
+    coef_shape = [n_features * outputs]
     template = StepTemplate(
         nodes=step.nodes,
         initializers=[numpy_helper.from_array(v, name) for name, v in constants.items()],
@@ -342,8 +443,10 @@ def sparse_linear_program(
         weights=[value_info(coef, elem, coef_shape),
                  value_info(intercept, elem, [1, outputs]),
                  *(value_info(name, elem, coef_shape) for name in weights[2:]),
-                 *([value_info(SCALE, elem, [1])] if scaled else [])],
+                 *([value_info(SCALE, elem, [1])] if scaled else []),
+                 *([value_info(SQUARED_NORM, elem, [1])] if tracked else [])],
         new_weights=[new_coef, new_intercept, *([new_scale] if scaled else []),
+                     *([new_norm] if tracked else []),
                      *([new_applied] if cumulative else [])],
         loss=row_values, loss_shape=tuple(row_shape), elem=elem, opsets=[("", OPSET)],
         ir_version=IR_VERSION, extra=extra,
@@ -351,11 +454,12 @@ def sparse_linear_program(
     # Read by every step as they are (outer inputs of the Scan's body).
     dataset = [value_info(stored_columns, TensorProto.INT32, [None, "width"]),
                value_info(stored_values, elem, [None, "width"])]
-    unroll = unrolled_steps(n_features, b) if outputs == 1 else 1
+    unroll = unrolled_steps(n_features * outputs, b)
     if scaled:
-        graph = scan(template, ["scaled_coef", p.new_weights[1], "final_scale"],
+        graph = scan(template, ["scaled_coef", p.new_weights[1], "final_scale",
+                                *([f"final_{SQUARED_NORM}"] if tracked else [])],
                      losses=p.values, dataset=dataset, unroll=unroll)
-        _unscaled(graph, elem, dtype)
+        _unscaled(graph, elem, dtype, tracked)
     else:
         graph = scan(template, list(new_weights), losses=p.values, dataset=dataset,
                      unroll=unroll)
