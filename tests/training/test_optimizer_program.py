@@ -674,32 +674,38 @@ def test_a_stream_of_sparse_blocks_binds_its_calls_once(monkeypatch, chunks):
 
 @pytest.mark.parametrize(("task", "params"), [
     ("regression", {}), ("binary", {}), ("binary", {"penalty": "l1", "alpha": 0.01}),
-    ("binary", {"penalty": None})])
+    ("binary", {"penalty": None}), ("multiclass", {}),
+    ("multiclass", {"penalty": "l1", "alpha": 0.01}), ("multiclass", {"tol": 1e-3}),
+    ("binary", {"tol": 1e-3})])
 def test_several_steps_an_iteration_train_as_one_bit_for_bit(monkeypatch, chunks, task,
                                                               params):
     """Sparse X, the sparse program running 3 steps a ``Scan`` iteration (the grouped
     steps, then the rest one by one): the same weights, ``t``, epochs and losses as one
     step an iteration, bit for bit, after a fit and a partial_fit; the cumulative L1
-    penalty (``penalty='l1'``) included."""
+    penalty (``penalty='l1'``), several outputs and the squared norm the steps keep for
+    ``tol`` included."""
     classes = {"classes": np.unique(Y[task])} if task != "regression" else {}
 
     def train():
-        model = ESTIMATORS[task](max_iter=3, tol=None, random_state=0, **params)
-        return model.fit(X_SPARSE, Y[task]).partial_fit(X_SPARSE, Y[task], **classes)
+        """The model after a fit and a partial_fit, and the fit's program."""
+        model = ESTIMATORS[task](**{"max_iter": 3, "tol": None, "random_state": 0,
+                                    **params}).fit(X_SPARSE, Y[task])
+        fitted = transient(model.optimizer_).programs.binding.program
+        return model.partial_fit(X_SPARSE, Y[task], **classes), fitted
 
-    expected = train()
-    program = transient(expected.optimizer_).programs.binding.program
+    expected, program = train()
     assert "unrolled_steps" not in {node.name for node in program.model.graph.node}
     program_choice.PROGRAMS.clear()
     with monkeypatch.context() as patches:
         patches.setattr(sparse_programs, "UNROLL_STEPS", 3)
         patches.setattr(sparse_programs, "UNROLL_FROM_WEIGHTS", 1)
         linear_program.cache_clear()
-        model = train()
+        model, program = train()
         linear_program.cache_clear()
-    program = transient(model.optimizer_).programs.binding.program
     assert type(transient(model.optimizer_).programs.binding) is SparseLinearProgramRun
     assert "grouped_steps_if" in {node.name for node in program.model.graph.node}
+    # With tol, the objective's penalty: V's squared norm, a state of the steps.
+    assert program.norms == (("squared_norms", "scales") if "tol" in params else ())
     _assert_same(_state(model), _state(expected))
 
 
