@@ -699,6 +699,7 @@ def test_several_steps_an_iteration_train_as_one_bit_for_bit(monkeypatch, chunks
     with monkeypatch.context() as patches:
         patches.setattr(sparse_programs, "UNROLL_STEPS", 3)
         patches.setattr(sparse_programs, "UNROLL_FROM_WEIGHTS", 1)
+        patches.setattr(sparse_programs, "UNROLL_WEIGHTS_PER_ROW", 0)
         linear_program.cache_clear()
         model, program = train()
         linear_program.cache_clear()

@@ -447,6 +447,7 @@ def test_sparse_program_of_several_steps_an_iteration_computes_the_same_bit_for_
     norms of one step an iteration, bit for bit (float32)."""
     l1, l2 = PENALTIES[penalty]
     monkeypatch.setattr(sparse_programs, "UNROLL_FROM_WEIGHTS", 1)
+    monkeypatch.setattr(sparse_programs, "UNROLL_WEIGHTS_PER_ROW", 0)
 
     def run(unroll):
         monkeypatch.setattr(sparse_programs, "UNROLL_STEPS", unroll)
@@ -472,11 +473,13 @@ def test_sparse_program_of_several_steps_an_iteration_computes_the_same_bit_for_
 
 
 def test_unrolled_steps_follow_the_weights_and_the_batch():
-    """Several steps an iteration where the weights (all the outputs') are many and the
-    batches small."""
+    """Several steps an iteration where the weights (all the outputs') are many, and
+    many for each batch row; more of them where the weights are more."""
     rule = sparse_programs.unrolled_steps
-    assert rule(2**18, 32) == rule(2**20, 64) == sparse_programs.UNROLL_STEPS > 1
-    assert rule(100_000, 32) == rule(2**18, 128) == 1
+    assert rule(2**18, 32) == rule(2**18, 64) == rule(2**20, 128) == sparse_programs.UNROLL_STEPS
+    assert rule(2**21, 32) == rule(2**20 * 20, 128) == sparse_programs.UNROLL_WIDE_STEPS
+    assert sparse_programs.UNROLL_WIDE_STEPS > sparse_programs.UNROLL_STEPS > 1
+    assert rule(100_000, 32) == rule(2**18, 128) == rule(2**16, 1) == 1
 
     def nodes(n_features, **params):
         program = linear_program("hinge", n_features, 32, 32, sparse=True, **params)
@@ -670,6 +673,20 @@ def test_sparse_program_adds_the_steps_of_a_column_several_rows_store(loss):
     np.testing.assert_allclose(new[1], [b - u.sum()], rtol=1e-12)
 
 
+def _step_body(program):
+    """The nodes of one step: the body of the ``Scan`` of one step an iteration (in the
+    ``If`` of the steps left where the program runs several an iteration)."""
+    def scans(nodes):
+        for node in nodes:
+            if node.op_type == "Scan" and node.name == "steps":
+                yield node.attribute[0].g
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    yield from scans(attribute.g.node)
+
+    return next(scans(program.model.graph.node)).node
+
+
 def test_program_graphs():
     """Standard operators only, one Scan node, and the node counts the design promises
     (per step: squared error 6, log loss 7, hinge 7 in float32, its mask one HardSigmoid,
@@ -715,10 +732,8 @@ def test_program_graphs():
                 assert body(outputs) == one
                 assert outputs.weight_shapes == [(N_FEATURES, 3), (1, 3)]
     # Indices j K + k past int32's range: the columns cast to int64 first.
-    # (Batches of 128 rows: one step an iteration, the Scan's body the step.)
-    casts = [node for node in linear_program(
-        "hinge", 2**30, 8, 128, sparse=True, n_outputs=3).model.graph.node[0].attribute[
-            0].g.node if node.op_type == "Cast"]
+    casts = [node for node in _step_body(linear_program(
+        "hinge", 2**30, 8, 128, sparse=True, n_outputs=3)) if node.op_type == "Cast"]
     assert [helper.get_attribute_value(node.attribute[0]) for node in casts] == [
         onnx.TensorProto.INT64, onnx.TensorProto.BOOL]
     sparse_body = body(linear_program("hinge", N_FEATURES, 8, BATCH, sparse=True))

@@ -83,12 +83,13 @@ SCALE = "scale"
 
 #: Steps per ``Scan`` iteration of the sparse program (:func:`~skl_ortgrad.training.
 #: programs.scan.scan`'s ``unroll``) where it trains at least ``UNROLL_FROM_WEIGHTS``
-#: values in batches of at most ``UNROLL_MAX_ROWS`` rows: there each step's copy of all
-#: the weights, which the steps between an iteration's first and last then skip, costs
-#: more than the step's stored values. A stream of ``partial_fit`` calls on blocks of
-#: 10,000 text-like documents (``bench/bench_sparse.py``, three passes over 60,000; one
-#: thread), time per block against scikit-learn's (ad hoc, December 2026, 2-core Intel
-#: Xeon, each setting in a process of its own):
+#: values, ``UNROLL_WEIGHTS_PER_ROW`` a batch row or more (``UNROLL_WIDE_STEPS`` from
+#: ``UNROLL_WIDE_FROM`` values): there each step's copy of all the weights, which the
+#: steps between an iteration's first and last then skip, costs more than the step's
+#: stored values. A stream of ``partial_fit`` calls on blocks of 10,000 text-like
+#: documents (``bench/bench_sparse.py``, three passes over 60,000; one thread), time per
+#: block against scikit-learn's (ad hoc, December 2026, 2-core Intel Xeon, each setting
+#: in a process of its own):
 #:
 #: =======  =====  ===========  ===========  ======  ===========
 #: columns  batch  1 a step     8            16      32
@@ -99,25 +100,41 @@ SCALE = "scale"
 #: 2^20     64     7.0x         5.3x                 5.1x
 #: =======  =====  ===========  ===========  ======  ===========
 #:
+#: The program alone (ms a step, one thread, 32 steps a call, the text-like rows hashed
+#: to :math:`d` columns, :math:`K` outputs; ad hoc, each twice or once):
+#:
+#: ==========  ==  =====  ===========  ===========  ===========
+#: :math:`d`   K   batch  1 a step     8            32
+#: ==========  ==  =====  ===========  ===========  ===========
+#: 2^18        1   128    0.24         0.28
+#: 2^20        1   128    0.73         0.36
+#: 2^18        5   128    1.71         1.15
+#: 2^20        5   128    2.71         2.25         2.08
+#: 2^20        20  128    19.2                      7.09
+#: 2^20        2   32                  0.33-0.44    0.18-0.19
+#: 2^20        5   32                  0.89-0.91    0.47-0.54
+#: 2^18        20  32                  1.60-1.82    1.30-1.37
+#: ==========  ==  =====  ===========  ===========  ===========
+#:
 #: The session of 8 steps an iteration takes about 80 ms more to build (16: 140 ms).
 #: Elsewhere it did not pay: one epoch of case 8 (``bench/bench_sparse.py``) at 1,000
 #: columns, batch 32, 1.7x -> 2.0-2.3x scikit-learn's time (its weights fit in the
-#: caches), at 100,000 no change, and the text-like fit at batch 128 no faster at 2^18
-#: and 2^20 columns, up to 1.4x slower at 8 steps an iteration and 2x at 32 (there the
-#: scatter of a step's 11,000 values, not the copy, takes most of the step, by
-#: onnxruntime's profiler). The weights are the same, bit for bit. With :math:`K`
-#: outputs, the weights are all :math:`d K` values of :math:`W`, scattered flat as for
-#: one output: 5 outputs at 2^18 columns and batches of 32 rows, the program alone (one
-#: thread, 32 steps a call), 0.75 -> 0.31 ms a step (ad hoc).
-UNROLL_STEPS, UNROLL_FROM_WEIGHTS, UNROLL_MAX_ROWS = 8, 2**17, 64
+#: caches), at 100,000 no change, and 2^18 columns at batch 128 (the first row above;
+#: there the scatter of a step's 11,000 values, not the copy, takes most of the step).
+#: The weights are the same, bit for bit. With :math:`K` outputs, the weights are all
+#: :math:`d K` values of :math:`W`, scattered flat as for one output: 5 outputs at 2^18
+#: columns and batches of 32 rows, 0.75 -> 0.31 ms a step (the program alone).
+UNROLL_STEPS, UNROLL_FROM_WEIGHTS, UNROLL_WEIGHTS_PER_ROW = 8, 2**17, 2**12
+UNROLL_WIDE_STEPS, UNROLL_WIDE_FROM = 32, 2**21
 
 
 def unrolled_steps(n_weights: int, batch_rows: int) -> int:
     """Steps per ``Scan`` iteration of a sparse program training ``n_weights`` values
     (:math:`W`'s, all outputs') in batches of ``batch_rows`` rows (see
     ``UNROLL_STEPS``)."""
-    return (UNROLL_STEPS if n_weights >= UNROLL_FROM_WEIGHTS and batch_rows <= UNROLL_MAX_ROWS
-            else 1)
+    if n_weights < max(UNROLL_FROM_WEIGHTS, UNROLL_WEIGHTS_PER_ROW * batch_rows):
+        return 1
+    return UNROLL_WIDE_STEPS if n_weights >= UNROLL_WIDE_FROM else UNROLL_STEPS
 
 
 #: The scaled sparse program's :math:`\lVert V \rVert_2^2`, a state of its ``Scan`` where
@@ -299,7 +316,7 @@ def sparse_linear_program(
     ``ScatterElements`` with ``reduction="add"``, which adds every value of a column
     present several times): work in the stored values, none in the width but the
     weights' copy from one step to the next (made once per ``UNROLL_STEPS`` steps where
-    the weights are many and the batches small, :func:`unrolled_steps`). Measured per
+    the weights are many, for each batch row too, :func:`unrolled_steps`). Measured per
     value (onnxruntime 1.19, one thread): ``GatherElements`` 0.6 ns, ``Gather`` of
     single values 7.5 ns (hence the flat gather), ``ScatterElements`` 3.0 ns,
     ``ScatterND`` 3.5 ns; a row ``Gather`` copies whole rows.
