@@ -94,12 +94,20 @@ def text_like(n_documents: int, seed: int = 0) -> tuple[sp.csr_matrix, np.ndarra
     np.log1p(X.data, out=X.data)
     norms = np.sqrt(np.add.reduceat(X.data**2, X.indptr[:-1]))
     X.data /= np.repeat(norms, np.diff(X.indptr))
-    words = rng.choice(np.arange(1, RULE_TOP_WORDS + 1), RULE_WORDS, replace=False)
-    w = np.zeros(X.shape[1])
-    np.add.at(w, _hashed(words), rng.standard_normal(RULE_WORDS))
-    score = X @ w
-    score += LABEL_NOISE * score.std() * rng.standard_normal(n_documents)
+    score = _rule_scores(X, rng)[:, 0]
     return X, (score > np.median(score)).astype(np.int64)
+
+
+def _rule_scores(X: sp.csr_matrix, rng: np.random.Generator, n_rules: int = 1) -> np.ndarray:
+    """The ``[n, n_rules]`` scores of ``X`` by as many sparse linear rules (see the
+    module's docstring), each with words and weights of its own, plus their noise."""
+    w = np.zeros((X.shape[1], n_rules))
+    for k in range(n_rules):
+        words = rng.choice(np.arange(1, RULE_TOP_WORDS + 1), RULE_WORDS, replace=False)
+        np.add.at(w[:, k], _hashed(words), rng.standard_normal(RULE_WORDS))
+    scores = X @ w
+    scores += LABEL_NOISE * scores.std() * rng.standard_normal(scores.shape)
+    return scores
 
 
 @functools.cache
@@ -108,14 +116,7 @@ def text_like_classes(n_documents: int, n_classes: int,
     """:func:`text_like`'s documents and a label of ``n_classes``: the highest of as many
     scores of its rule, each with words and weights of its own."""
     X, _ = text_like(n_documents)
-    rng = np.random.default_rng(seed)
-    w = np.zeros((X.shape[1], n_classes))
-    for k in range(n_classes):
-        words = rng.choice(np.arange(1, RULE_TOP_WORDS + 1), RULE_WORDS, replace=False)
-        np.add.at(w[:, k], _hashed(words), rng.standard_normal(RULE_WORDS))
-    scores = X @ w
-    scores += LABEL_NOISE * scores.std() * rng.standard_normal(scores.shape)
-    return X, scores.argmax(axis=1)
+    return X, _rule_scores(X, np.random.default_rng(seed), n_classes).argmax(axis=1)
 
 
 def stored_per_row(n_rows: int, width: int, seed: int = 0) -> tuple[sp.csr_matrix, np.ndarray]:
