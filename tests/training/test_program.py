@@ -476,10 +476,11 @@ def test_unrolled_steps_follow_the_weights_and_the_batch():
     """Several steps an iteration where the weights (all the outputs') are many, and
     many for each batch row; more of them where the weights are more."""
     rule = sparse_programs.unrolled_steps
-    assert rule(2**18, 32) == rule(2**18, 64) == rule(2**20, 128) == sparse_programs.UNROLL_STEPS
+    assert (rule(2**18, 32) == rule(2**18, 128) == rule(2**20, 128)
+            == sparse_programs.UNROLL_STEPS)
     assert rule(2**21, 32) == rule(2**20 * 20, 128) == sparse_programs.UNROLL_WIDE_STEPS
     assert sparse_programs.UNROLL_WIDE_STEPS > sparse_programs.UNROLL_STEPS > 1
-    assert rule(100_000, 32) == rule(2**18, 128) == rule(2**16, 1) == 1
+    assert rule(100_000, 32) == rule(2**18, 256) == rule(2**18 - 1, 128) == rule(2**16, 1) == 1
 
     def nodes(n_features, **params):
         program = linear_program("hinge", n_features, 32, 32, sparse=True, **params)
