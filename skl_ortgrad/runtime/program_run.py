@@ -290,8 +290,13 @@ class LinearProgramRun(ProgramRun):
         features = self._features if slot is None else self._staging.buffers[slot]
         return (self.program.feeds(features, self.per_row, self.table, self.weights,
                                    first, count),
-                self.program.fetches(self._values, self.new_weights, first, count,
-                                     self._norms))
+                self._fetches(first, count))
+
+    def _fetches(self, first: int, count: int) -> dict[str, np.ndarray]:
+        """Where the call running batches ``first .. first + count - 1`` writes, by name:
+        the per-row values, the new weights and the per-step norms."""
+        return self.program.fetches(self._values, self.new_weights, first, count,
+                                    self._norms)
 
     def _start_rows(self, program: Any, session: InferenceSession, loader: MiniBatchLoader,
                     weights: list[np.ndarray], epochs: int = 1) -> None:
@@ -470,8 +475,7 @@ class SparseLinearProgramRun(LinearProgramRun):
               ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         return (self.program.feeds(*self._stored_rows, self.per_row, self.table,
                                    self.weights, first, count),
-                self.program.fetches(self._values, self.new_weights, first, count,
-                                     self._norms))
+                self._fetches(first, count))
 
     def _vectors(self, first: int, count: int,
                  slot: int | None = None) -> tuple[OrtValueVector, OrtValueVector]:
@@ -489,8 +493,7 @@ class SparseLinearProgramRun(LinearProgramRun):
         per_row = {**self.per_row, "rows": self._call_rows}
         feeds = self.program.feeds(*self._stored(first, count), per_row, self.table,
                                    self.weights, first, count)
-        fetches = self.program.fetches(self._values, self.new_weights, first, count,
-                                       self._norms)
+        fetches = self._fetches(first, count)
         # OrtValues borrow the arrays' memory: they live until the next call.
         self._call_arrays = feeds, fetches
         return (self._vector([feeds[name] for name in self._inputs]),
