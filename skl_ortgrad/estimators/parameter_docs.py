@@ -222,7 +222,9 @@ SGD: dict[str, Entry] = {
         every batch, as scikit-learn's SGD sums it) has not fallen below the best so far
         minus ``tol`` for ``n_iter_no_change`` epochs in a row; with
         ``early_stopping=True``, once the validation score has not risen by ``tol``.
-        None runs ``max_iter`` epochs.
+        None runs ``max_iter`` epochs. The one-vs-rest classes of a multiclass
+        classifier stop together, on the sum of their objectives (scikit-learn stops
+        each on its own): such a fit may run more epochs than scikit-learn's.
     """),
     "verbose": entry("int", _VERBOSE),
     "epsilon": entry("float", """
