@@ -75,6 +75,19 @@ PROGRAM_STEPS = 32
 #: and 0.71x / 0.70x / 0.69x).
 LINEAR_STEPS = 64
 LINEAR_CHUNK_VALUES = 2**18
+#: Batches per call of the sparse program. Every call passes over all the weights a few
+#: times besides its steps (the ``Scan``'s first copy of them, the scale folded back
+#: into :math:`W`, the squared norm summed for ``tol``, the new weights taken), which 32
+#: batches a call repeated often where the weights are many: a default ``fit`` of
+#: ``bench/bench_sparse.py``'s 5-class text-like data (5 x 2^18 weights, batch 32)
+#: took 8.3-10.3 s of CPU with 32, 7.0-9.7 s with 128 and 6.6-8.3 s with 512 batches a
+#: call; its binary fit (2^18 weights, batch 128) 2.1-2.3, 2.0-2.2 and 1.9-2.3 s; an
+#: epoch of its case at 100,000 columns (batch 32) 2.35x-2.49x scikit-learn's time
+#: with 32, 2.12x-2.20x with 128, 2.44x-2.45x with 1,024 (at 1,000 columns 1.90x-2.05x,
+#: 1.81x-1.88x, 2.00x-2.18x; ad hoc, December 2026, 2-core Intel Xeon, each setting in
+#: its own process, twice). 128 keeps a call of the text-like fits near 40 ms, the
+#: time Ctrl-C may wait (the weights' rounding differs: the scale is folded once a call).
+SPARSE_STEPS = 128
 #: Fewer full batches in an epoch run per batch: writing the epoch's per-step scalars
 #: costs tens of µs, more than the calls a short epoch saves (measured, generic program:
 #: ``partial_fit`` of 200 rows 1.06x slower with the program, 500 rows even, 2000 rows
@@ -308,7 +321,8 @@ class ProgramCache:
                       linear_steps(size, loader.n_features, LINEAR_STEPS, PROGRAM_STEPS),
                       size, loader.n_features)
                   and helper_core_free(int(setup.n_threads)))
-        key = (weighted, size, PROGRAM_STEPS, LINEAR_STEPS, loader.sparse, features, staged,
+        key = (weighted, size, PROGRAM_STEPS, LINEAR_STEPS, SPARSE_STEPS, loader.sparse,
+               features, staged,
                names,
                elastic and penalty.l1 > 0 and not cumulative, elastic and penalty.l2 > 0,
                cumulative, whole, norms, unweighted, inner.update_key(),
@@ -344,14 +358,16 @@ class ProgramCache:
 
     def _build(
         self, setup: TrainingSetup, state: TrainingState, weighted: bool, size: int,
-        steps: int, linear_steps_most: int, sparse: bool, features: np.dtype | None,
+        steps: int, linear_steps_most: int, sparse_steps: int, sparse: bool,
+        features: np.dtype | None,
         staged: bool, penalized: tuple[str, ...],
         l1: bool, l2: bool, cumulative: bool, whole: bool, norms: bool, unweighted: bool,
         update: BaseLearningRate,
     ) -> tuple[StepProgram | LinearProgram, InferenceSession] | None:
         """The program of ``steps`` batches of ``size`` rows (the linear program:
         :func:`linear_steps`, up to ``linear_steps_most``; its sparse form for ``sparse``
-        features, its cumulative L1 rule on the ``whole`` of :math:`W`) updating with
+        features, ``sparse_steps`` batches, its cumulative L1 rule on the ``whole`` of
+        :math:`W`) updating with
         ``update`` and its session (the step's options); None
         for a gradient graph the program cannot hold (control flow), for sparse
         features out of the linear program's reach (or of its int32 columns), and for
@@ -386,8 +402,9 @@ class ProgramCache:
             if lean is not None:
                 n_features, n_outputs = state.weights[0].shape
                 program = linear_program(
-                    lean, n_features, linear_steps(size, n_features, linear_steps_most,
-                                                   steps),
+                    lean, n_features,
+                    sparse_steps if sparse
+                    else linear_steps(size, n_features, linear_steps_most, steps),
                     size, dtype=dtype, l1=l1, l2=l2,
                     threshold=getattr(setup.loss, "threshold", 1.0), sparse=sparse,
                     n_outputs=n_outputs, norms=norms, cumulative=cumulative, whole=whole,

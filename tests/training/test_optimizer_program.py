@@ -84,6 +84,7 @@ def chunks(monkeypatch):
     epoch per call, and the list of their calls."""
     monkeypatch.setattr(program_choice, "PROGRAM_STEPS", STEPS)
     monkeypatch.setattr(program_choice, "LINEAR_STEPS", STEPS)
+    monkeypatch.setattr(program_choice, "SPARSE_STEPS", STEPS)
     monkeypatch.setattr(LinearProgramRun, "GROUP_STEPS", 0)
     return record_calls(monkeypatch, ProgramRun, "run")
 
@@ -372,6 +373,25 @@ def test_linear_program_runs_64_batches_per_call_at_defaults(monkeypatch):
     X_wide = rng.standard_normal((10_000, 100)).astype(np.float32)
     OnnxSGDRegressor(max_iter=1, tol=None, random_state=0).fit(X_wide, X_wide[:, 0])
     assert calls == [(0, 64), (64, 64), (128, 64), (192, 64), (256, 57)]
+
+
+def test_sparse_program_runs_128_batches_per_call_at_defaults(monkeypatch):
+    """Sparse X, batch 32: one call per ``SPARSE_STEPS`` (128) batches, whatever the
+    width (where a dense chunk's values would bound the linear program to 32): a
+    10,000-row epoch (313 batches) is 3 calls, at 100 and at 100,000 columns."""
+    assert program_choice.SPARSE_STEPS == 128
+    calls = []
+    original = ProgramRun.run
+    monkeypatch.setattr(ProgramRun, "run", lambda self, chunk: (
+        calls.append(self.chunks[chunk]), original(self, chunk)))
+    rng = np.random.default_rng(0)
+    for width in (100, 100_000):
+        calls.clear()
+        X_wide = sp.random(10_000, width, density=10 / width, format="csr",
+                           random_state=rng, dtype=np.float32)
+        OnnxSGDRegressor(max_iter=1, tol=None, random_state=0).fit(
+            X_wide, rng.standard_normal(10_000))
+        assert calls == [(0, 128), (128, 128), (256, 57)]
 
 
 @pytest.mark.parametrize("loss", ["squared_error", "log", "hinge"])
