@@ -15,9 +15,9 @@ and :math:`y = [s > \\mathrm{median}(s)]`. 75,000 documents, the last 20% held o
 ``OnnxSGDClassifier().fit`` and ``SGDClassifier().fit`` run at their defaults (hinge,
 'optimal' rate, ``tol=1e-3``, up to 1000 epochs; ``random_state`` the round's index,
 the same for both: the held-out accuracy is a mean over the rounds' seeds, since one
-seed's moves by about 0.01 with 5 classes), each fit timed whole. The same with 5 classes (:func:`text_like_classes`): 5
-such rules (another draw of words and weights each), the class the highest score;
-30,000 documents.
+seed's moves by about 0.01 with 5 classes), each fit timed whole. The same with 5
+classes (:func:`text_like_classes`): 5 such rules (another draw of words and weights
+each), the class the highest score; 30,000 documents.
 
 Per epoch (:func:`stored_per_row`): CSR rows of exactly 100 stored values, one drawn
 uniformly in each of 100 equal slices of the columns, values uniform in [0, 1), labels

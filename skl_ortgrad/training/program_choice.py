@@ -86,7 +86,8 @@ LINEAR_CHUNK_VALUES = 2**18
 #: with 32, 2.12x-2.20x with 128, 2.44x-2.45x with 1,024 (at 1,000 columns 1.90x-2.05x,
 #: 1.81x-1.88x, 2.00x-2.18x; ad hoc, December 2026, 2-core Intel Xeon, each setting in
 #: its own process, twice). 128 keeps a call of the text-like fits near 40 ms, the
-#: time Ctrl-C may wait (the weights' rounding differs: the scale is folded once a call).
+#: time Ctrl-C may wait. The weights differ by rounding from those of 32 batches a call
+#: (the scale is folded into :math:`W` once a call).
 SPARSE_STEPS = 128
 #: Fewer full batches in an epoch run per batch: writing the epoch's per-step scalars
 #: costs tens of µs, more than the calls a short epoch saves (measured, generic program:

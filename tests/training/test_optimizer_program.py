@@ -376,9 +376,9 @@ def test_linear_program_runs_64_batches_per_call_at_defaults(monkeypatch):
 
 
 def test_sparse_program_runs_128_batches_per_call_at_defaults(monkeypatch):
-    """Sparse X, batch 32: one call per ``SPARSE_STEPS`` (128) batches, whatever the
-    width (where a dense chunk's values would bound the linear program to 32): a
-    10,000-row epoch (313 batches) is 3 calls, at 100 and at 100,000 columns."""
+    """Sparse X, batch 32: one call per ``SPARSE_STEPS`` (128) batches whatever the
+    width (dense rows of those widths run 64 and 32 a call): a 10,000-row epoch (313
+    batches) is 3 calls, at 100 and at 100,000 columns."""
     assert program_choice.SPARSE_STEPS == 128
     calls = []
     original = ProgramRun.run
