@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import numbers
+import operator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -225,11 +226,9 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
     def _hidden(self) -> list[int]:
         sizes = self.hidden_layer_sizes
         sizes = [sizes] if isinstance(sizes, numbers.Integral) else list(sizes)
-        if not sizes or any(int(size) < 1 for size in sizes):
-            raise ValueError(
-                f"hidden_layer_sizes must be positive integers, got {self.hidden_layer_sizes}."
-            )
-        return [int(size) for size in sizes]
+        if any(operator.index(size) < 1 for size in sizes):
+            raise ValueError(f"hidden_layer_sizes must be > 0, got {sizes}.")
+        return [operator.index(size) for size in sizes]
 
     def _mlp_template(
         self, model: Any, n_features: int, n_outputs: int, out_activation: str,

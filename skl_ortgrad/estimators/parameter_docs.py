@@ -363,7 +363,9 @@ MLP: dict[str, Entry] = {
     **COMMON,
     "hidden_layer_sizes": entry("int or tuple of int", """
         Units of every hidden layer, from the input on: ``(64, 32)`` is two hidden
-        layers, as in scikit-learn.
+        layers, as in scikit-learn; ``()`` none (the outputs' activation of the linear
+        score: a logistic or softmax regression, a linear regression). Sizes are
+        integers of at least 1 (scikit-learn's ``ValueError`` and ``TypeError``).
     """),
     "activation": entry("{'relu', 'tanh', 'logistic', 'identity'}", r"""
         Activation of the hidden layers, as in scikit-learn: :math:`\max(0, x)`,

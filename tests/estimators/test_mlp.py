@@ -353,5 +353,28 @@ def test_float64_network():
 
 
 def test_bad_hidden_layer_sizes():
-    with pytest.raises(ValueError, match="hidden_layer_sizes must be positive"):
+    # scikit-learn's errors, word for word.
+    with pytest.raises(ValueError, match=r"hidden_layer_sizes must be > 0, got \[3, 0\]\."):
         OnnxMLPRegressor(hidden_layer_sizes=(3, 0)).fit(np.ones((4, 2)), np.ones(4))
+    with pytest.raises(TypeError, match="'float' object cannot be interpreted as an integer"):
+        OnnxMLPRegressor(hidden_layer_sizes=(2.5,)).fit(np.ones((4, 2)), np.ones(4))
+
+
+@pytest.mark.parametrize("solver", ["adam", "lbfgs"])
+@pytest.mark.parametrize("hidden", [(), []])
+def test_no_hidden_layer_as_sklearn(hidden, solver):
+    """``hidden_layer_sizes=()`` is scikit-learn's network without a hidden layer: one
+    weight matrix, its scores and its served graph."""
+    X, y = load_iris(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    params = dict(hidden_layer_sizes=hidden, solver=solver, max_iter=50, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ours = OnnxMLPClassifier(**params).fit(X, y)
+        theirs = MLPClassifier(**params).fit(X, y)
+    assert [w.shape for w in ours.coefs_] == [(4, 3)]
+    assert ours.n_layers_ == theirs.n_layers_ == 2
+    assert abs(ours.score(X, y) - theirs.score(X, y)) <= 0.02
+    session = InferenceSession(ours.to_onnx().SerializeToString())
+    labels = session.run(None, {"X": X.astype(np.float32)})[0]
+    np.testing.assert_array_equal(labels, ours.predict(X))
