@@ -449,7 +449,7 @@ class BaseOnnxEstimator(InferenceMixin, ValidationSplitMixin, MemoizedParamNames
             # Split first: the validation rows take no part in training, not even in
             # the default rate's measure of the data.
             X, X_val, targets, y_val, sample_weight, y_val_raw, w_val = (
-                self._validation_split(X, targets, sample_weight, y)
+                self._validation_split(X, targets, sample_weight, y, restart)
             )
             scorer = lambda *_: self._validation_score(X_val, y_val_raw, w_val)  # noqa: E731
         if restart:

@@ -8,6 +8,7 @@ the ONNX graph trained by the engine.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import numbers
 import operator
@@ -110,6 +111,25 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
     # scikit-learn's MLPs' words.
     _too_small_validation = ("The validation set is too small. Increase 'validation_fraction' "
                              "or the size of your dataset.")
+
+    # scikit-learn's MLPs split with train_test_split, whose parts are shuffled.
+    _split_keeps_order = False
+
+    def _split_random_state(self, n_features: int, restart: bool) -> np.random.RandomState:
+        """scikit-learn's MLPs split with the generator that drew the initial weights,
+        after those draws on a fresh fit: here a generator of ``random_state`` moved past
+        one uniform draw per initial weight (:meth:`_mlp_template` draws them after the
+        split, from a generator of its own or from the ``RandomState`` given, which the
+        split leaves as it is: it draws from a copy)."""
+        given = self.random_state
+        generator = check_random_state(given)
+        if not isinstance(given, numbers.Integral):
+            generator = copy.deepcopy(generator)
+        if restart:
+            units = self._layer_units(n_features, self.n_outputs_)
+            generator.random_sample(sum((fan_in + 1) * fan_out
+                                        for fan_in, fan_out in itertools.pairwise(units)))
+        return generator
 
     def _resolved_batch_size(self, n_samples: int) -> int:
         # scikit-learn's MLP rule; L-BFGS sees the whole data at once.
@@ -223,12 +243,13 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
             )
         return True
 
-    def _hidden(self) -> list[int]:
+    def _layer_units(self, n_features: int, n_outputs: int) -> list[int]:
+        """Units of every layer, from the input's to the output's."""
         sizes = self.hidden_layer_sizes
         sizes = [sizes] if isinstance(sizes, numbers.Integral) else list(sizes)
         if any(operator.index(size) < 1 for size in sizes):
             raise ValueError(f"hidden_layer_sizes must be > 0, got {sizes}.")
-        return [operator.index(size) for size in sizes]
+        return [n_features, *map(operator.index, sizes), n_outputs]
 
     def _mlp_template(
         self, model: Any, n_features: int, n_outputs: int, out_activation: str,
@@ -240,7 +261,7 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
         :math:`U(-b, b)`, :math:`b = \\sqrt{f / (n_{in} + n_{out})}` with :math:`f = 2` for
         the logistic activation and 6 otherwise.
         """
-        units = [n_features, *self._hidden(), n_outputs]
+        units = self._layer_units(n_features, n_outputs)
         rng = check_random_state(self.random_state)
         factor = 2.0 if self.activation == "logistic" else 6.0
         model.coefs_, model.intercepts_ = [], []
@@ -463,9 +484,10 @@ class OnnxMLPClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxMLP):
                 and getattr(self, "n_outputs_", 1) > 1)
 
     def _stratification(self, y: Any, targets: np.ndarray) -> Any:
-        """scikit-learn's MLPClassifier stratifies on its binarized labels (the rows of
-        booleans of the output layer's targets), and not multilabel targets."""
-        return None if self._multilabel() else targets.astype(bool)
+        """scikit-learn's MLPClassifier stratifies on its binarized labels where they are
+        one column (two classes): neither the classes of a softmax nor multilabel
+        targets."""
+        return targets.astype(bool) if self.n_outputs_ == 1 else None
 
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
         """Labels as the loss reads them, and on the first call the classes and the

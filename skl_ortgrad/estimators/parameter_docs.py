@@ -133,8 +133,11 @@ COMMON: dict[str, Entry] = {
     """),
     "validation_fraction": entry("float", """
         Share of the training rows that ``early_stopping=True`` sets aside to compute
-        the validation score, in (0, 1), as in scikit-learn: the split is stratified for
-        classifiers and drawn from ``random_state``. Unused without early stopping.
+        the validation score, in (0, 1), as in scikit-learn: the same rows as
+        scikit-learn's split, drawn from ``random_state`` as it draws them, stratified
+        for the SGD classifiers and for an MLP classifier of two classes (scikit-learn's
+        MLPClassifier does not stratify more classes, nor multilabel targets). Unused
+        without early stopping.
     """),
 }
 
@@ -441,9 +444,8 @@ MLP: dict[str, Entry] = {
         Set ``validation_fraction`` of the rows aside and stop when the validation score
         (``score`` on them) has not improved by ``tol`` for more than
         ``n_iter_no_change`` epochs ('adam' and 'sgd'); the scores are in
-        ``validation_scores_``. Where it differs: scikit-learn's MLPs end with the
-        weights of the best validation score, these keep the weights of the last epoch.
-        ``partial_fit`` refuses it, with scikit-learn's error.
+        ``validation_scores_``, and the fit ends with the weights of the best of them,
+        as scikit-learn's. ``partial_fit`` refuses it, with scikit-learn's error.
     """),
     "beta_1": entry("float", """
         Adam's decay rate of the first moment estimates, in [0, 1).

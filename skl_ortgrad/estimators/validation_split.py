@@ -26,14 +26,19 @@ class ValidationSplitMixin:
     _too_small_validation = ("validation_fraction={fraction} leaves {rows} sample(s) for "
                              "validation: too few for early stopping.")
 
-    def _validation_split(self, X: Any, targets: np.ndarray, sample_weight: Any, y: Any) -> tuple:
-        """(X, X_val, targets, targets_val, sample_weight, y_val, sample_weight_val).
+    #: Whether both parts keep the rows in their order (scikit-learn's SGD: a validation
+    #: mask) or take them in the split's shuffled order (its MLPs: ``train_test_split``).
+    _split_keeps_order = True
 
-        scikit-learn's SGD split: ``ShuffleSplit``, or ``StratifiedShuffleSplit`` on
-        :meth:`_stratification`, seeded with ``random_state`` itself (a ``RandomState``
-        is drawn from before the shuffles, as scikit-learn's is), so that both pick the
-        same rows. The rows of both parts keep their order (scikit-learn's validation
-        mask): ``shuffle=False`` trains on the rows in the order given.
+    def _validation_split(self, X: Any, targets: np.ndarray, sample_weight: Any, y: Any,
+                          restart: bool) -> tuple:
+        """(X, X_val, targets, targets_val, sample_weight, y_val, sample_weight_val) of a
+        ``fit`` (``restart``: a fresh one).
+
+        scikit-learn's split: ``ShuffleSplit``, or ``StratifiedShuffleSplit`` on
+        :meth:`_stratification`, drawn from :meth:`_split_random_state`, so that both
+        pick the same rows. With :attr:`_split_keeps_order`, the rows of both parts keep
+        their order (``shuffle=False`` then trains on the rows in the order given).
         """
         if not 0 < self.validation_fraction < 1:
             # scikit-learn's words for its SGD estimators (its MLPs accept 0.0 and fail
@@ -45,10 +50,12 @@ class ValidationSplitMixin:
         stratify = self._stratification(y, targets)
         splitter = ShuffleSplit if stratify is None else StratifiedShuffleSplit
         train, validation = next(
-            splitter(test_size=self.validation_fraction, random_state=self.random_state)
+            splitter(test_size=self.validation_fraction,
+                     random_state=self._split_random_state(X.shape[1], restart))
             .split(np.zeros((X.shape[0], 1)), stratify)
         )
-        train, validation = np.sort(train), np.sort(validation)
+        if self._split_keeps_order:
+            train, validation = np.sort(train), np.sort(validation)
         if sample_weight is not None and not np.any(sample_weight[validation] > 0):
             raise ValueError("The sample weights for validation set are all zero, consider "
                              "using a different random state.")
@@ -60,6 +67,11 @@ class ValidationSplitMixin:
             sample_weight[train], sample_weight[validation])
         return (X[train], X[validation], targets[train], targets[validation], weights[0],
                 y[validation], weights[1])
+
+    def _split_random_state(self, n_features: int, restart: bool) -> Any:
+        """What the split draws from: ``random_state`` itself, as scikit-learn's SGD
+        estimators (a ``RandomState`` is drawn from before the shuffles, as theirs)."""
+        return self.random_state
 
     def _stratification(self, y: Any, targets: np.ndarray) -> Any:
         """The labels the early-stopping split keeps in proportion: none (regressors);

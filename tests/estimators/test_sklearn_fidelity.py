@@ -295,3 +295,71 @@ def test_sparsify_and_densify_keep_predictions_like_scikit_learn(ours):
     np.testing.assert_array_equal(model.densify().coef_, dense)
     with pytest.raises(NotFittedError):
         ours().sparsify()
+
+
+def _mlp_training_rows(estimator, monkeypatch, X, y, fits, **params):
+    """The training rows of the early-stopping split of each of ``fits`` successive fits
+    of ``estimator(**params)`` on ``(X, y)``, in the order they train, as float32 (ours
+    casts the rows before its split): scikit-learn's from its ``train_test_split``,
+    ours from its split."""
+    import sklearn.neural_network._multilayer_perceptron as sklearn_mlp
+
+    from skl_ortgrad.estimators.validation_split import ValidationSplitMixin
+
+    rows = []
+    if issubclass(estimator, ValidationSplitMixin):
+        split = estimator._validation_split
+
+        def spy(self, *args):
+            parts = split(self, *args)
+            rows.append(np.asarray(parts[0], dtype=np.float32))
+            return parts
+
+        monkeypatch.setattr(estimator, "_validation_split", spy)
+    else:
+        train_test_split = sklearn_mlp.train_test_split
+
+        def spy(*args, **kwargs):
+            parts = train_test_split(*args, **kwargs)
+            rows.append(np.asarray(parts[0], dtype=np.float32))
+            return parts
+
+        monkeypatch.setattr(sklearn_mlp, "train_test_split", spy)
+    model = estimator(hidden_layer_sizes=(5,), early_stopping=True, max_iter=2, **params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for _ in range(fits):
+            model.fit(X, y)
+    return rows
+
+
+@pytest.mark.parametrize("target", ["binary", "multiclass", "multilabel", "regression"])
+@pytest.mark.parametrize("seed", [0, "RandomState"])
+def test_mlp_early_stopping_splits_the_rows_scikit_learn_splits(target, seed, monkeypatch):
+    """scikit-learn's MLPs split with ``train_test_split`` on the generator that drew the
+    initial weights (after those draws on a fresh fit, from ``random_state`` anew on a
+    warm-started one), stratified for two classes only: ours sets aside the same rows
+    and trains on the others in the same order, on a fresh fit whether
+    ``random_state`` is a seed or a ``RandomState``, and on a warm-started one from a
+    seed. (A ``RandomState`` shared by both fits is left by the first where its draws
+    left it, which differ: ours does not draw the split from it.)"""
+    X, y = load_iris(return_X_y=True)
+    y = {"binary": y > 0, "multiclass": y, "multilabel": np.eye(3, dtype=int)[y],
+         "regression": X[:, 3]}[target]
+    X = X[:, :3]
+    pair = ((OnnxMLPRegressor, MLPRegressor) if target == "regression"
+            else (OnnxMLPClassifier, MLPClassifier))
+    splits = [
+        _mlp_training_rows(
+            estimator, monkeypatch, X, y, fits=1 if seed == "RandomState" else 2,
+            warm_start=True,
+            random_state=np.random.RandomState(3) if seed == "RandomState" else seed)
+        for estimator in pair
+    ]
+    ours, theirs = splits
+    assert len(ours) == len(theirs)
+    for got, expected in zip(ours, theirs, strict=True):
+        np.testing.assert_array_equal(got, expected)
+    if seed == 0:
+        # A warm-started fit draws no initial weights: another split.
+        assert not np.array_equal(theirs[0], theirs[1])
