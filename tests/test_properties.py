@@ -30,7 +30,8 @@ SETTINGS = settings(
 
 # A ValueError is "clear" when its message says what is wrong with which input.
 _CLEAR = (
-    "at least 2 classes", "Sample weights must contain at least one non-zero number",
+    "has to be greater than one; got 1 class",
+    "Sample weights must contain at least one non-zero number",
     "diverged",
 )
 

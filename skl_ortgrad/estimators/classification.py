@@ -96,7 +96,8 @@ class ClassifierTargetsMixin:
                              else labels)
             if len(self.classes_) < 2:
                 raise ValueError(
-                    f"The classifier needs samples of at least 2 classes; got 1 class: "
+                    # scikit-learn's SGD words, then the class.
+                    f"The number of classes has to be greater than one; got 1 class: "
                     f"{self.classes_.tolist()}."
                 )
         else:

@@ -213,13 +213,16 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
         Predictions read the trained graph and are unchanged; :meth:`densify` goes back,
         and the next fit sets a dense ``coef_``.
         """
-        check_is_fitted(self, "optimizer_")
+        # scikit-learn's words.
+        check_is_fitted(self, "optimizer_",
+                        msg="Estimator, %(name)s, must be fitted before sparsifying.")
         self.coef_ = sp.csr_matrix(self.coef_)
         return self
 
     def densify(self) -> _BaseOnnxSGD:
         """Store ``coef_`` as a dense array again (after :meth:`sparsify`)."""
-        check_is_fitted(self, "optimizer_")
+        check_is_fitted(self, "optimizer_",
+                        msg="Estimator, %(name)s, must be fitted before densifying.")
         self.coef_ = self._dense_coef()
         return self
 

@@ -101,7 +101,8 @@ def test_unknown_labels_of_another_type(data):
 
 def test_single_class_is_an_error(data):
     X, _ = data
-    with pytest.raises(ValueError, match="at least 2 classes"):
+    with pytest.raises(ValueError,
+                       match="The number of classes has to be greater than one; got 1 class"):
         OnnxSGDClassifier().fit(X, np.zeros(len(X)))
 
 

@@ -293,8 +293,14 @@ def test_sparsify_and_densify_keep_predictions_like_scikit_learn(ours):
     # skl2onnx's converter reads the coefficients densely.
     assert to_onnx(restored, X[:1].astype(np.float32)).graph.node
     np.testing.assert_array_equal(model.densify().coef_, dense)
-    with pytest.raises(NotFittedError):
+    # scikit-learn's words.
+    name = ours.__name__
+    with pytest.raises(NotFittedError,
+                       match=f"Estimator, {name}, must be fitted before sparsifying."):
         ours().sparsify()
+    with pytest.raises(NotFittedError,
+                       match=f"Estimator, {name}, must be fitted before densifying."):
+        ours().densify()
 
 
 def _mlp_training_rows(estimator, monkeypatch, X, y, fits, **params):
