@@ -26,7 +26,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from skl_ortgrad._cache import BoundedCache
 from skl_ortgrad._params import MemoizedParamNames, MemoizedParamValidation
-from skl_ortgrad.estimators.curvature import stable_step
+from skl_ortgrad.estimators.curvature import curvature
 from skl_ortgrad.estimators.dtype_range import check_dtype_range, check_weight_underflow
 from skl_ortgrad.estimators.finite_input import cast_csr, validate_finite_data
 from skl_ortgrad.estimators.inference import InferenceMixin
@@ -225,6 +225,11 @@ class BaseOnnxEstimator(InferenceMixin, ValidationSplitMixin, MemoizedParamNames
     def _patience(self) -> float:
         """Epochs without improvement by ``tol`` after which training stops."""
         return self.n_iter_no_change
+
+    def _reads_row_spread(self) -> bool:
+        """Whether the rate reads the rows' spread besides their stable step
+        (:func:`~skl_ortgrad.estimators.curvature.curvature`; no by default)."""
+        return False
 
     def _start(self, X: Any, y: Any, sample_weight: Any) -> None:
         """Called with the validated data before a fresh fit (nothing to do here)."""
@@ -458,7 +463,8 @@ class BaseOnnxEstimator(InferenceMixin, ValidationSplitMixin, MemoizedParamNames
             self.backend_ = resolve_backend(self.backend)
             # What the default rates need of the data, fixed at the first call so
             # that a stream of partial_fit calls keeps one schedule.
-            self._stable_step = stable_step(X, dtype)
+            self._stable_step, self._row_spread = curvature(
+                X, dtype, spread=self._reads_row_spread())
             self._auto_batch = auto_batch_size(X.shape[0])
             self._weights_dtype = data_dtype
             self._build_optimizer(X.shape[1], init or {})

@@ -26,6 +26,7 @@ from skl_ortgrad.estimators.parameter_docs import SGD, class_docstring, entry, s
 from skl_ortgrad.estimators.sgd_graphs import classifier_graph, regressor_graph
 from skl_ortgrad.estimators.sgd_parameters import (
     CLASSIFICATION_LOSSES,
+    QUADRATIC_TAILS,
     REGRESSION_LOSSES,
     loss_functions,
     sgd_learning_rate,
@@ -129,8 +130,13 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
         rate = sgd_learning_rate(
             {name: getattr(self, name)
              for name in ("learning_rate", "eta0", "power_t", "alpha", "fit_intercept")},
-            loss, batch_size, self._stable_step, mean_weight, sparse)
+            loss, batch_size, self._stable_step, mean_weight, sparse,
+            # 1 for a model fitted before the spread was measured (release 0.1.0).
+            self.__dict__.get("_row_spread", 1.0))
         return rate, loss, self._penalty(batch_size)
+
+    def _reads_row_spread(self) -> bool:
+        return self._loss().kind in QUADRATIC_TAILS
 
     def _check_loss(self, loss: BaseLearningLoss) -> None:
         """Refuse a loss object of the wrong kind for this estimator."""

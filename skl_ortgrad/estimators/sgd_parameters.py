@@ -24,6 +24,15 @@ do not: with :math:`b > 1` the rate is capped at :math:`1 / L`,
 squared hinge, squared epsilon-insensitive and modified Huber losses, 1/4 for the log
 loss, 1/2 for the softmax; 1 for the piecewise linear losses, whose large early steps
 otherwise make the margins oscillate; :math:`\tilde x = (x, 1)` for the intercept).
+The losses whose gradient grows with the residual (:data:`QUADRATIC_TAILS`) diverge
+beyond it where a few rows are much longer than the others: their cap is
+:math:`\frac{1}{L} \frac{b}{b - 1 + \kappa}`, with the rows' spread :math:`\kappa
+\ge 1` (:func:`~skl_ortgrad.estimators.curvature.curvature`), half the step a batch's
+update shrinks the error under, in mean square. Measured: the default classifier with
+``loss='squared_hinge'`` on the standardized digits (:math:`\kappa` about 70, 3 splits)
+diverged under :math:`1 / L` (held-out accuracy 0.63-0.84 in 7 epochs, its loss growing
+a hundredfold an epoch; scikit-learn 0.92-0.94) and reaches 0.94-0.97 under the new
+cap; two of its ten one-vs-rest problems alone diverged.
 """
 
 from __future__ import annotations
@@ -65,6 +74,9 @@ _EPSILON_LOSSES = {"huber", "epsilon_insensitive", "squared_epsilon_insensitive"
 _CURVATURE = {"squared_error": 1.0, "squared_epsilon_insensitive": 2.0, "squared_hinge": 2.0,
               "log": 0.25, "softmax_log": 0.5, "modified_huber": 2.0, "hinge": 1.0 / 16}
 _L1_RATIO = {"l2": 0.0, "l1": 1.0}
+#: The losses whose gradient grows with the residual or the margin's shortfall: their cap
+#: also follows the rows' spread (see the module's docstring).
+QUADRATIC_TAILS = frozenset({"squared_error", "squared_hinge", "squared_epsilon_insensitive"})
 
 
 #: ``batch_size="auto"``: the smallest batch and the largest, and the fewest batches an
@@ -140,7 +152,7 @@ SPARSE_INTERCEPT_DECAY = 0.01
 
 def sgd_learning_rate(
     params: dict[str, Any], loss: BaseLearningLoss, rows: int, stable_step: float,
-    mean_weight: float = 1.0, sparse: bool = False,
+    mean_weight: float = 1.0, sparse: bool = False, row_spread: float = 1.0,
 ) -> BaseLearningRate:
     r"""The learning-rate object of an SGD estimator's parameters for batches of ``rows``.
 
@@ -164,6 +176,11 @@ def sgd_learning_rate(
         The features are sparse: with ``params['fit_intercept']``, the intercept's step
         is multiplied by ``SPARSE_INTERCEPT_DECAY`` (plain SGD's ``step_factors``
         ``(1.0, 0.01)``), as scikit-learn's SGD does on sparse data.
+    row_spread : float
+        :math:`\kappa \ge 1`, the rows' spread on the training data
+        (:func:`~skl_ortgrad.estimators.curvature.curvature`): the cap of a loss of
+        :data:`QUADRATIC_TAILS` is multiplied by :math:`b / (b - 1 + \kappa)` (1 keeps it
+        :math:`1 / L`).
 
     Raises
     ------
@@ -200,6 +217,8 @@ def sgd_learning_rate(
     if rows > 1:
         max_eta = min(stable_step, 1.0) / _CURVATURE.get(loss.kind, 1.0) / max(
             float(mean_weight), np.finfo(np.float64).tiny)
+        if loss.kind in QUADRATIC_TAILS:
+            max_eta *= rows / (rows - 1 + float(row_spread))
         if not math.isfinite(max_eta):
             # Weights near 0 (1e-300) move nothing: no step to cap.
             max_eta = None
