@@ -251,7 +251,8 @@ SGD: dict[str, Entry] = {
         each time the ``tol`` rule finds no improvement, until below 1e-6. Where it
         differs: a batch of :math:`b` rows takes one step of :math:`b\, \eta_t` along its
         mean gradient (the same as :math:`b` per-sample steps to first order), capped at
-        a step that keeps the mean-gradient update stable on the data (see
+        a step that keeps the mean-gradient update stable on the data, the cap decaying
+        as the schedule does over the batches taken (see
         :mod:`skl_ortgrad.estimators.sgd_parameters`); ``batch_size=1`` is
         scikit-learn's exactly. 'pa1' and 'pa2' (passive-aggressive) are refused at
         ``fit``: their per-sample step cannot be reproduced by mini-batches. An object

@@ -131,9 +131,14 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
             {name: getattr(self, name)
              for name in ("learning_rate", "eta0", "power_t", "alpha", "fit_intercept")},
             loss, batch_size, self._stable_step, mean_weight, sparse,
-            # 1 for a model fitted before the spread was measured (release 0.1.0).
-            self.__dict__.get("_row_spread", 1.0))
+            # A model fitted by release 0.1.0 resumes with its own rate: no spread
+            # measured, a cap that stays.
+            self.__dict__.get("_row_spread", 1.0), self.__dict__.get("_cap_decays", False))
         return rate, loss, self._penalty(batch_size)
+
+    def _start(self, X: Any, y: Any, sample_weight: Any) -> None:
+        # A fresh fit: the mini-batch cap decays with the schedule (sgd_learning_rate).
+        self._cap_decays = True
 
     def _reads_row_spread(self) -> bool:
         return self._loss().kind in QUADRATIC_TAILS

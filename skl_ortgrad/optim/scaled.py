@@ -7,11 +7,14 @@ mini-batch of :math:`b` rows along the gradient of the batch's *mean* loss. A st
 
 .. math::
 
-    \eta'_t = \frac{\min(s\, \eta_t,\ \eta_{max})}{d}
+    \eta'_t = \frac{\min(s\, \eta_t,\ \eta_{max}\, g_t)}{d}
 
 with :math:`\eta_t` the wrapped schedule, :math:`s` the ``scale`` (the batch size),
 :math:`\eta_{max}` a cap that keeps the mean-gradient step stable where the loss has
-curvature, and :math:`d` the divisor of the ``'adaptive'`` schedule: 1 at first, multiplied
+curvature, :math:`g_t` 1, or with ``decaying_cap`` the schedule's decay over the batches
+taken, :math:`g_t = \eta_{k_t} / \eta_1`, :math:`k_t = 1 + (t - 1) / s` (a batch's
+step is one step: per-sample SGD decays its rate over its steps, the samples), and
+:math:`d` the divisor of the ``'adaptive'`` schedule: 1 at first, multiplied
 by 5 every time training stops improving (:meth:`ScaledLearningRate.reduce_on_plateau`),
 as scikit-learn does, until :math:`\eta'_t \le 10^{-6}`. The divisor is part of the
 training state (the last array of ``lr_state_``), so checkpoints, pickles and saved models
@@ -49,12 +52,22 @@ class ScaledLearningRate(BaseLearningRate):
         :math:`\eta_{max} > 0`; None: no cap.
     adaptive : bool, default=False
         Divide the rate by 5 each time training stops improving instead of stopping.
+    decaying_cap : bool, default=False
+        The cap decays as the wrapped schedule does over the batches taken (see the
+        module docstring; a constant schedule keeps it). A cap that does not held
+        scikit-learn's ``'optimal'`` rate at the cap for tens of epochs, where the
+        objective of a one-vs-rest classifier stops improving by ``tol`` within 6 to 10
+        epochs, short of its accuracy (see
+        :mod:`skl_ortgrad.estimators.sgd_parameters`).
     per_epoch : bool, default=False
         Every batch of an epoch takes the rate of the epoch's first batch, as
         scikit-learn's MLPs, whose ``'invscaling'`` rate
         :math:`\eta_0 / (t + 1)^{p}` changes at the end of each epoch, ``t`` the samples
         seen (the trainer's ``t``, one more, at the epoch's start).
     """
+
+    #: Where a pickle of release 0.1.0, which has no such attribute, reads it.
+    decaying_cap = False
 
     def __init__(
         self,
@@ -63,12 +76,14 @@ class ScaledLearningRate(BaseLearningRate):
         max_eta: float | None = None,
         adaptive: bool = False,
         per_epoch: bool = False,
+        decaying_cap: bool = False,
     ) -> None:
         self.learning_rate = learning_rate
         self.scale = scale
         self.max_eta = max_eta
         self.adaptive = adaptive
         self.per_epoch = per_epoch
+        self.decaying_cap = decaying_cap
 
     def _validate(self) -> None:
         if not isinstance(self.learning_rate, BaseLearningRate):
@@ -86,11 +101,18 @@ class ScaledLearningRate(BaseLearningRate):
         return state[:-1] if self.adaptive else state
 
     def schedule(self, ts: np.ndarray) -> np.ndarray:
-        """:math:`\\min(s \\eta_t, \\eta_{max})` for every ``t`` of ``ts`` (before the
+        """:math:`\\min(s \\eta_t, \\eta_{max} g_t)` for every ``t`` of ``ts`` (before the
         adaptive divisor, which :meth:`eta_factor` gives)."""
         self._validate()
-        etas = self.learning_rate.schedule(ts) * float(self.scale)
-        return etas if self.max_eta is None else np.minimum(etas, float(self.max_eta))
+        scale = float(self.scale)
+        etas = self.learning_rate.schedule(ts) * scale
+        if self.max_eta is None:
+            return etas
+        if not self.decaying_cap:
+            return np.minimum(etas, float(self.max_eta))
+        first = float(self.learning_rate.schedule(np.ones(1))[0])
+        steps = 1.0 + (np.asarray(ts, dtype=np.float64) - 1.0) / scale
+        return np.minimum(etas, float(self.max_eta) / first * self.learning_rate.schedule(steps))
 
     def eta(self, t: int) -> float:
         """The rate at ``t`` before the adaptive divisor."""

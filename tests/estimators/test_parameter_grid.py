@@ -11,10 +11,12 @@ How each cell is compared (scores on the 200 training rows, ``max_iter=20``):
   measured gaps are at most 3 rows: mini-batches and single samples visit the rows in
   other orders, and scikit-learn's own accuracy moves by as much between shuffles), and
   above the majority class's;
-* the perceptron: its last iterate on data no hyperplane separates has no limit (the
-  accuracy of either implementation ranges over 0.5-0.76 from one shuffle to the next), so
-  one fit says nothing: five shuffles of each, and the mean may not be lower than
-  scikit-learn's by more than two standard errors of the difference;
+* the perceptron, and the hinge without a penalty: the last iterate on data no
+  hyperplane separates has no limit (the perceptron's accuracy ranges over 0.5-0.76 from
+  one shuffle to the next, the unpenalized hinge's over 0.665-0.78 here, scikit-learn's
+  over 0.505-0.74 with 'optimal'), so one fit says nothing: five shuffles of each, and
+  the mean may not be lower than scikit-learn's by more than two standard errors of the
+  difference;
 * regression with a loss of bounded gradient (Huber, epsilon-insensitive) and the
   ``'optimal'`` schedule: scikit-learn's per-sample steps start at 10 with alpha=1e-4, a
   mini-batch step is capped at the curvature's 1 / L (``sgd_parameters``), and the
@@ -104,7 +106,8 @@ def test_classifier_grid(loss, penalty, schedule):
     params = {"loss": loss, "penalty": penalty, "learning_rate": schedule, "max_iter": 20,
               "random_state": 0}
     ours, theirs = OnnxSGDClassifier(**params), SGDClassifier(**params)
-    if loss == "perceptron" and schedule not in REFUSED:
+    if (loss == "perceptron" or (loss == "hinge" and penalty is None)) and (
+            schedule not in REFUSED):
         _check_shuffles(ours, theirs, X, y)
         return
     _check(ours, theirs, X, y, schedule, baseline=np.bincount(y).max() / len(y),

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_digits, load_iris
+from sklearn.datasets import load_digits, load_iris, make_classification
 from sklearn.linear_model import SGDClassifier, SGDRegressor
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
@@ -81,8 +81,9 @@ def test_the_spread_is_measured_for_a_quadratic_tail_only():
 
 def test_default_hinge_trains_iris_as_scikit_learn():
     """The default classifier (hinge, 'optimal') on iris, 5 splits: its mean test
-    accuracy is within 0.04 of scikit-learn's (0.874 with the hinge capped as the
-    squared error, 0.895 now, scikit-learn 0.926)."""
+    accuracy is scikit-learn's, within a flower of one split (0.874 with the hinge capped
+    as the squared error, 0.895 with the hinge's cap that stayed, 0.926 with the cap
+    decaying over the batches; scikit-learn 0.926)."""
     X, y = load_iris(return_X_y=True)
     ours, theirs = [], []
     for seed in range(5):
@@ -93,7 +94,25 @@ def test_default_hinge_trains_iris_as_scikit_learn():
                     .score(X_test, y_test))
         theirs.append(SGDClassifier(random_state=seed).fit(X_train, y_train)
                       .score(X_test, y_test))
-    assert np.mean(ours) >= np.mean(theirs) - 0.04
+    assert np.mean(ours) >= np.mean(theirs) - 0.006
+
+
+def test_default_one_vs_rest_trains_as_scikit_learn():
+    """3,000 generated rows of 3 classes, 3 splits: the default classifier's mean test
+    accuracy at least scikit-learn's - 0.01 (0.655 in 6-10 epochs while the cap stayed,
+    its objective flat at the capped rate; 0.729 with the cap decaying over the
+    batches, scikit-learn 0.729)."""
+    X, y = make_classification(3000, 20, n_informative=8, n_classes=3, random_state=0)
+    ours, theirs = [], []
+    for seed in range(3):
+        X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=seed)
+        scaler = StandardScaler().fit(X_train)
+        X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
+        ours.append(OnnxSGDClassifier(random_state=seed).fit(X_train, y_train)
+                    .score(X_test, y_test))
+        theirs.append(SGDClassifier(random_state=seed).fit(X_train, y_train)
+                      .score(X_test, y_test))
+    assert np.mean(ours) >= np.mean(theirs) - 0.01
 
 
 @pytest.mark.parametrize("rows, batch", [(1, 32), (24_575, 32), (24_576, 64), (49_151, 64),

@@ -499,3 +499,29 @@ def test_step_factors_scale_each_weights_step(dtype):
     del copy.__dict__["step_factors"]
     assert copy.step_factors is None
     assert copy.update_key() == LearningRateSGD().update_key()
+
+
+@pytest.mark.parametrize("schedule", ["optimal", "invscaling", "constant"])
+def test_the_scaled_rate_s_decaying_cap_follows_the_schedule_over_the_batches(schedule):
+    """min(s eta_t, eta_max g_t): g_t = 1 for the cap that stays; with decaying_cap,
+    eta_k / eta_1 at k = 1 + (t - 1) / s batches (1 for a constant schedule); a pickle
+    without the attribute (release 0.1.0) reads False."""
+    from skl_ortgrad.optim.scaled import ScaledLearningRate
+
+    inner = (LearningRateSGD.scikit_learn_optimal(1e-4) if schedule == "optimal"
+             else LearningRateSGD(eta0=0.5, power_t=0.25, learning_rate=schedule))
+    ts = np.array([1.0, 33.0, 1000.0, 10**5, 10**7])
+    scaled = inner.schedule(ts) * 32
+    stays = ScaledLearningRate(inner, scale=32, max_eta=2.0)
+    np.testing.assert_array_equal(stays.schedule(ts), np.minimum(scaled, 2.0))
+    decays = ScaledLearningRate(inner, scale=32, max_eta=2.0, decaying_cap=True)
+    batches = 1 + (ts - 1) / 32
+    expected = np.minimum(scaled, 2.0 * inner.schedule(batches) / inner.schedule(ts[:1]))
+    np.testing.assert_allclose(decays.schedule(ts), expected, rtol=1e-15)
+    if schedule == "constant":
+        np.testing.assert_array_equal(decays.schedule(ts), stays.schedule(ts))
+    else:
+        assert decays.schedule(ts)[-1] < stays.schedule(ts)[-1]
+    old = pickle.loads(pickle.dumps(decays))
+    del old.__dict__["decaying_cap"]
+    np.testing.assert_array_equal(old.schedule(ts), stays.schedule(ts))

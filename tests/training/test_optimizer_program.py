@@ -991,7 +991,7 @@ def test_divergence_in_a_chunk_is_reported_at_its_batch(monkeypatch, chunks, lea
 
 
 @pytest.mark.parametrize(("task", "params"), [
-    ("regression", {"alpha": 0.05}), ("binary", {"alpha": 0.05}),
+    ("regression", {"alpha": 0.05}), ("binary", {"alpha": 0.1}),
     ("binary", {"penalty": PROXIMAL_L1, "alpha": 0.01}),
 ], ids=["regression l2", "binary l2", "binary l1"])
 @pytest.mark.parametrize("path", ["generic", "linear", "sparse linear", "grouped"])
