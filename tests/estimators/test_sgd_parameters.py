@@ -32,6 +32,23 @@ def test_the_cap_is_the_stable_step_over_the_curvature_and_the_mean_weight(loss,
     assert sgd_learning_rate(PARAMS, sgd_loss(loss, 0.1), 1, 0.2).max_eta is None
 
 
+def _held_out_accuracies(X, y, seeds, check=lambda model: None, **params):
+    """Our and scikit-learn's test accuracies, both at their defaults but ``params``, on
+    a 75/25 split per seed (standardized on its training rows), both seeded with it;
+    ``check`` sees each of our fitted models."""
+    ours, theirs = [], []
+    for seed in seeds:
+        X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=seed)
+        scaler = StandardScaler().fit(X_train)
+        X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
+        model = OnnxSGDClassifier(random_state=seed, **params).fit(X_train, y_train)
+        check(model)
+        ours.append(model.score(X_test, y_test))
+        theirs.append(SGDClassifier(random_state=seed, **params).fit(X_train, y_train)
+                      .score(X_test, y_test))
+    return ours, theirs
+
+
 @pytest.mark.parametrize(("loss", "c"), [
     ("squared_error", 1.0), ("squared_hinge", 2.0), ("squared_epsilon_insensitive", 2.0),
     ("log_loss", 0.25), ("hinge", 1 / 16), ("modified_huber", 2.0),
@@ -54,17 +71,11 @@ def test_a_quadratic_tail_trains_the_digits_as_scikit_learn(loss):
     accuracy 0.63-0.84 in 7 epochs, its loss a hundredfold larger every epoch); under
     the spread's cap it converges, its mean accuracy over 3 splits at least
     scikit-learn's - 0.02, and its loss falls over the epochs."""
-    X, y = load_digits(return_X_y=True)
-    ours, theirs = [], []
-    for seed in range(3):
-        X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=seed)
-        scaler = StandardScaler().fit(X_train)
-        X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
-        model = OnnxSGDClassifier(loss=loss, random_state=seed).fit(X_train, y_train)
+    def falls(model):
         assert model.loss_curve_[-1] < model.loss_curve_[0]
-        ours.append(model.score(X_test, y_test))
-        theirs.append(SGDClassifier(loss=loss, random_state=seed).fit(X_train, y_train)
-                      .score(X_test, y_test))
+
+    ours, theirs = _held_out_accuracies(*load_digits(return_X_y=True), range(3), falls,
+                                        loss=loss)
     assert np.mean(ours) >= np.mean(theirs) - 0.02
 
 
@@ -84,16 +95,7 @@ def test_default_hinge_trains_iris_as_scikit_learn():
     accuracy is scikit-learn's, within a flower of one split (0.874 with the hinge capped
     as the squared error, 0.895 with the hinge's cap that stayed, 0.926 with the cap
     decaying over the batches; scikit-learn 0.926)."""
-    X, y = load_iris(return_X_y=True)
-    ours, theirs = [], []
-    for seed in range(5):
-        X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=seed)
-        scaler = StandardScaler().fit(X_train)
-        X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
-        ours.append(OnnxSGDClassifier(random_state=seed).fit(X_train, y_train)
-                    .score(X_test, y_test))
-        theirs.append(SGDClassifier(random_state=seed).fit(X_train, y_train)
-                      .score(X_test, y_test))
+    ours, theirs = _held_out_accuracies(*load_iris(return_X_y=True), range(5))
     assert np.mean(ours) >= np.mean(theirs) - 0.006
 
 
@@ -103,15 +105,7 @@ def test_default_one_vs_rest_trains_as_scikit_learn():
     its objective flat at the capped rate; 0.729 with the cap decaying over the
     batches, scikit-learn 0.729)."""
     X, y = make_classification(3000, 20, n_informative=8, n_classes=3, random_state=0)
-    ours, theirs = [], []
-    for seed in range(3):
-        X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=seed)
-        scaler = StandardScaler().fit(X_train)
-        X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
-        ours.append(OnnxSGDClassifier(random_state=seed).fit(X_train, y_train)
-                    .score(X_test, y_test))
-        theirs.append(SGDClassifier(random_state=seed).fit(X_train, y_train)
-                      .score(X_test, y_test))
+    ours, theirs = _held_out_accuracies(X, y, range(3))
     assert np.mean(ours) >= np.mean(theirs) - 0.01
 
 
@@ -155,3 +149,16 @@ def test_the_large_automatic_batch_scores_as_scikit_learn(task):
     theirs.fit(X[train], y[train])
     assert ours.optimizer_.batch_size == 256
     assert ours.score(X[test], y[test]) >= theirs.score(X[test], y[test])
+
+
+def test_a_fresh_fit_decays_its_cap_and_a_model_of_release_0_1_0_keeps_its_own():
+    """Every fresh fit trains under the decaying cap; a model fitted before it (release
+    0.1.0: no ``_cap_decays``) resumes with the cap that stays (the release fixtures
+    check its weights bit for bit)."""
+    X, y = load_iris(return_X_y=True)
+    model = OnnxSGDClassifier(max_iter=2, tol=None).fit(X, y)
+    assert model._cap_decays and model.optimizer_.learning_rate_.decaying_cap
+    del model.__dict__["_cap_decays"]
+    model.partial_fit(X, y)
+    assert not model.optimizer_.learning_rate_.decaying_cap
+    assert model.fit(X, y).optimizer_.learning_rate_.decaying_cap  # a fresh fit again
