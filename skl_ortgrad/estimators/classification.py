@@ -63,6 +63,9 @@ class ClassifierTargetsMixin:
 
     # partial_fit's first call must name the classes (scikit-learn's contract).
     _needs_classes = True
+    #: scikit-learn's words for labels out of ``classes_`` (its SGD's), before ours;
+    #: ``{classes}`` and ``{labels}`` are ``classes_`` and the distinct labels.
+    _unknown_labels = "classes should include all valid labels that can be in y."
 
     def _stratification(self, y: Any, targets: np.ndarray) -> Any:
         """The early-stopping split keeps the classes in proportion (scikit-learn's
@@ -153,9 +156,9 @@ class ClassifierTargetsMixin:
         if not known.all():
             check_classification_targets(y)
             unknown = np.unique(y[~known])
-            raise ValueError(
-                f"Labels {unknown.tolist()} are not in classes_={self.classes_.tolist()}."
-            )
+            words = self._unknown_labels.format(classes=self.classes_, labels=np.unique(y))
+            raise ValueError(f"{words} Labels {unknown.tolist()} are not in "
+                             f"classes_={self.classes_.tolist()}.")
         return index
 
     def _scores(self, outputs: dict[str, np.ndarray]) -> np.ndarray:

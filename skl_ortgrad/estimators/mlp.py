@@ -483,6 +483,9 @@ class OnnxMLPClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxMLP):
         return (getattr(self, "out_activation_", None) == "logistic"
                 and getattr(self, "n_outputs_", 1) > 1)
 
+    _unknown_labels = ("`y` has classes not in `self.classes_`. `self.classes_` has "
+                       "{classes}. 'y' has {labels}.")
+
     def _stratification(self, y: Any, targets: np.ndarray) -> Any:
         """scikit-learn's MLPClassifier stratifies on its binarized labels where they are
         one column (two classes): neither the classes of a softmax nor multilabel

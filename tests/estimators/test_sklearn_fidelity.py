@@ -4,6 +4,7 @@ objective with sample weights, the MLP's best validation weights; each against
 scikit-learn or a numpy reference."""
 
 import pickle
+import re
 import warnings
 
 import numpy as np
@@ -369,3 +370,18 @@ def test_mlp_early_stopping_splits_the_rows_scikit_learn_splits(target, seed, mo
     if seed == 0:
         # A warm-started fit draws no initial weights: another split.
         assert not np.array_equal(theirs[0], theirs[1])
+
+
+@pytest.mark.parametrize(("ours", "theirs"), [
+    (OnnxSGDClassifier, SGDClassifier), (OnnxMLPClassifier, MLPClassifier)],
+    ids=["sgd", "mlp"])
+def test_labels_out_of_the_classes_raise_scikit_learn_s_words_then_ours(ours, theirs):
+    """A ``partial_fit`` whose labels are not all in ``classes``: scikit-learn's message
+    (its SGD's from ``compute_class_weight``, its MLP's naming both sets), then which
+    labels are not."""
+    X, y = load_iris(return_X_y=True)
+    with pytest.raises(ValueError) as expected:
+        theirs().partial_fit(X, y, classes=[0, 1])
+    with pytest.raises(ValueError, match=re.escape(str(expected.value)) +
+                       r"\.? Labels \[2\] are not in classes_=\[0, 1\]\.$"):
+        ours().partial_fit(X, y, classes=[0, 1])
