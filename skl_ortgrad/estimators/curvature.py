@@ -75,7 +75,9 @@ def curvature(X: Any, dtype: Any = None, spread: bool = False) -> tuple[float, f
         squares = (np.asarray(scaled.multiply(scaled).sum(axis=1)).ravel()
                    if hasattr(scaled, "toarray") else np.einsum("ij,ij->i", scaled, scaled))
         squares += 1.0 / (unit * unit)
-        top = _top_eigenvalue(rows, 1.0 / unit)
+        if unit != scale:
+            # Values all below 1 (m < 1): lambda again, on (x, 1) instead of (x / m, 1 / m).
+            top = _top_eigenvalue(rows, 1.0 / unit)
         return step, max(1.0, _top_eigenvalue(rows, 1.0 / unit, squares) / (top * top))
 
 

@@ -314,24 +314,21 @@ def _mlp_training_rows(estimator, monkeypatch, X, y, fits, **params):
     from skl_ortgrad.estimators.validation_split import ValidationSplitMixin
 
     rows = []
-    if issubclass(estimator, ValidationSplitMixin):
-        split = estimator._validation_split
 
-        def spy(self, *args):
-            parts = split(self, *args)
-            rows.append(np.asarray(parts[0], dtype=np.float32))
-            return parts
-
-        monkeypatch.setattr(estimator, "_validation_split", spy)
-    else:
-        train_test_split = sklearn_mlp.train_test_split
-
+    def recording(split):
         def spy(*args, **kwargs):
-            parts = train_test_split(*args, **kwargs)
+            parts = split(*args, **kwargs)
             rows.append(np.asarray(parts[0], dtype=np.float32))
             return parts
 
-        monkeypatch.setattr(sklearn_mlp, "train_test_split", spy)
+        return spy
+
+    if issubclass(estimator, ValidationSplitMixin):
+        monkeypatch.setattr(estimator, "_validation_split",
+                            recording(estimator._validation_split))
+    else:
+        monkeypatch.setattr(sklearn_mlp, "train_test_split",
+                            recording(sklearn_mlp.train_test_split))
     model = estimator(hidden_layer_sizes=(5,), early_stopping=True, max_iter=2, **params)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
