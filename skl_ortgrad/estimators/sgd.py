@@ -45,7 +45,9 @@ _classifier_graph, _regressor_graph = classifier_graph, regressor_graph
 
 _PROJECT_PARAMETERS_DOC = """
     batch_size : int or 'auto', default='auto'
-        Rows per mini-batch ('auto': min(32, n_samples)); scikit-learn's SGD takes one
+        Rows per mini-batch ('auto': from 32 rows up to 256 as the rows grow, see
+        :func:`~skl_ortgrad.estimators.sgd_parameters.auto_batch_size`; one row for
+        'pa1' and 'pa2'); scikit-learn's SGD takes one
         sample at a time, which ``batch_size=1`` reproduces step for step. A batch of
         :math:`b` rows takes a step of :math:`b \\eta_t` along its mean gradient, so an
         epoch learns about as much whatever the batch size (see
@@ -81,10 +83,11 @@ _SGD_PARAMETERS_DOC = """
         in a terminal or a notebook, one plain line per epoch elsewhere, then a summary
         line; ``partial_fit`` writes one line per call; 2 adds every batch's loss and
         rate. These lines are also logged at INFO on the ``skl_ortgrad`` logger.
-    learning_rate : {'optimal', 'invscaling', 'constant', 'adaptive'} or BaseLearningRate
+    learning_rate : {'optimal', 'invscaling', 'constant', 'adaptive', 'pa1', 'pa2'} or rate
         scikit-learn's schedules (``eta0``, ``power_t``, ``alpha``), rescaled per batch;
-        'pa1' and 'pa2' (passive-aggressive) are refused at ``fit``: their per-sample
-        step cannot be reproduced by mini-batches. An object (``LearningRateSGD(...)``,
+        'pa1' and 'pa2' (passive-aggressive, ``eta0`` their C) step per row, as
+        scikit-learn's (:class:`~skl_ortgrad.optim.passive_aggressive.
+        PassiveAggressiveRate`). An object (``LearningRateSGD(...)``,
         ``LearningRateSGDNesterov(...)``, ``LearningRateAdam(...)``) is used as given:
         its rate applies to the batch's mean gradient, and ``eta0``, ``power_t`` are
         ignored. Nested parameters (``learning_rate__eta0``) reach inside it.
@@ -106,7 +109,8 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
     # scikit-learn's SGD scales each sample's step by its weight; its tol rule watches the
     # unweighted loss plus alpha * R(w) at every sample (objective_sum in _sgd_fast).
     _weighted_mean = False
-    _tol_on_objective: bool | str = "unweighted"
+    #: The loss of the passive-aggressive schedules (scikit-learn's only one).
+    _pa_loss = "epsilon_insensitive"
     #: The constraints both estimators put over scikit-learn's: its strings, or an
     #: object of the package (None: no penalty).
     _objects_allowed: ClassVar[dict] = {
@@ -127,9 +131,16 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
                           sparse: bool) -> tuple[Any, Any, Any]:
         loss = self._loss()
         self._check_loss(loss)
+        if self._passive_aggressive and (
+                self.loss if isinstance(self.loss, str) else loss.kind) != self._pa_loss:
+            raise ValueError(f"Learning rate '{self.learning_rate}' only works with loss "
+                             f"'{self._pa_loss}'.")
         rate = sgd_learning_rate(
-            {name: getattr(self, name)
-             for name in ("learning_rate", "eta0", "power_t", "alpha", "fit_intercept")},
+            {**{name: getattr(self, name)
+                for name in ("learning_rate", "eta0", "power_t", "alpha", "fit_intercept")},
+             # What the passive-aggressive step adds to the scores where no intercept
+             # is trained.
+             "intercept": None if self.fit_intercept else self._intercept({})},
             loss, batch_size, self._stable_step, mean_weight, sparse,
             # A model fitted by release 0.1.0 resumes with its own rate: no spread
             # measured, a cap that stays.
@@ -139,6 +150,23 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
     def _start(self, X: Any, y: Any, sample_weight: Any) -> None:
         # A fresh fit: the mini-batch cap decays with the schedule (sgd_learning_rate).
         self._cap_decays = True
+
+    @property
+    def _tol_on_objective(self) -> bool | str:
+        """scikit-learn's ``tol`` rule: the unweighted losses plus the penalty, the losses
+        alone for the passive-aggressive schedules."""
+        return "unweighted loss" if self._passive_aggressive else "unweighted"
+
+    @property
+    def _passive_aggressive(self) -> bool:
+        """``learning_rate`` is 'pa1' or 'pa2': one row a step (:meth:`_resolved_batch_size`),
+        the tol rule on the loss alone, as scikit-learn's."""
+        return isinstance(self.learning_rate, str) and self.learning_rate in ("pa1", "pa2")
+
+    def _resolved_batch_size(self, n_samples: int) -> int:
+        if self._passive_aggressive and self.batch_size == "auto":
+            return 1
+        return super()._resolved_batch_size(n_samples)
 
     def _reads_row_spread(self) -> bool:
         return self._loss().kind in QUADRATIC_TAILS
@@ -397,6 +425,7 @@ _PROBABILISTIC = {"log_loss", "modified_huber"}
 
 class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
     _regression_only = False
+    _pa_loss = "hinge"
     #: The string losses (scikit-learn's table of the same name).
     loss_functions: ClassVar[dict] = loss_functions(CLASSIFICATION_LOSSES)
 
@@ -470,8 +499,11 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
         ``class_weight``: at mini-batches, the unweighted losses (mostly of rows weighing
         1e-4) stopped a fit before it learnt the class weighing 1000 (64% of the rows
         predicted, 87% asked by scikit-learn's ``check_class_weight_classifiers``, whose
-        per-sample steps never stop improving its unweighted objective)."""
-        return "unweighted" if self.class_weight is None else True
+        per-sample steps never stop improving its unweighted objective). The
+        passive-aggressive schedules step per row: scikit-learn's rule."""
+        if self.class_weight is None or self._passive_aggressive:
+            return super()._tol_on_objective
+        return True
 
     def fit(
         self, X: Any, y: Any, coef_init: Any = None, intercept_init: Any = None,

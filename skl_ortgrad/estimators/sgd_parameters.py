@@ -61,6 +61,7 @@ import numpy as np
 
 from skl_ortgrad.optim import BaseLearningRate, LearningRateSGD
 from skl_ortgrad.optim.losses import BaseLearningLoss, NegLogLearningLoss
+from skl_ortgrad.optim.passive_aggressive import PassiveAggressiveRate
 from skl_ortgrad.optim.penalties import (
     BaseLearningPenalty,
     ElasticLearningPenalty,
@@ -207,21 +208,26 @@ def sgd_learning_rate(
     Raises
     ------
     ValueError
-        For the passive-aggressive schedules ``'pa1'``/``'pa2'``, whose per-sample step
-        depends on each sample's loss, and for ``'optimal'`` with ``alpha=0``
-        (scikit-learn's error).
+        For the passive-aggressive schedules ``'pa1'``/``'pa2'``
+        (:class:`~skl_ortgrad.optim.passive_aggressive.PassiveAggressiveRate`, ``eta0``
+        its :math:`C`, ``params['intercept']`` the intercept where it is not trained)
+        with batches of more than one row, whose every row's step depends on its loss,
+        and for ``'optimal'`` with ``alpha=0`` (scikit-learn's error).
     """
     schedule = params["learning_rate"]
     if isinstance(schedule, BaseLearningRate):
         return schedule
-    if schedule in ("pa1", "pa2"):
-        raise ValueError(
-            f"learning_rate={schedule!r} (passive-aggressive) sets every sample's step from "
-            "that sample's loss, which mini-batches cannot reproduce; use 'optimal', "
-            "'invscaling', 'constant' or 'adaptive'."
-        )
-    alpha = float(params["alpha"])
     factors = (1.0, SPARSE_INTERCEPT_DECAY) if sparse and params["fit_intercept"] else None
+    if schedule in ("pa1", "pa2"):
+        if rows != 1:
+            raise ValueError(
+                f"learning_rate={schedule!r} (passive-aggressive) sets every row's step "
+                "from that row's loss: it trains one row a batch; use batch_size=1 or "
+                f"'auto', got {rows}.")
+        return PassiveAggressiveRate(C=float(params["eta0"]), variant=schedule, loss=loss,
+                                     intercept=params.get("intercept"),
+                                     step_factors=factors)
+    alpha = float(params["alpha"])
     if schedule == "optimal":
         if alpha == 0:
             raise ValueError(

@@ -1,7 +1,9 @@
 """The training objects, river-style, one concept a module: step size schedules
 (:mod:`~skl_ortgrad.optim.schedules`), update rules (:mod:`~skl_ortgrad.optim.sgd`,
 :mod:`~skl_ortgrad.optim.momentum`, :mod:`~skl_ortgrad.optim.adam`, and
-:mod:`~skl_ortgrad.optim.scaled` for a rule whose rate is scaled and capped), losses
+:mod:`~skl_ortgrad.optim.scaled` for a rule whose rate is scaled and capped,
+:mod:`~skl_ortgrad.optim.passive_aggressive` for the step of a linear model that reads
+its row's loss), losses
 (:mod:`~skl_ortgrad.optim.losses`), penalties (:mod:`~skl_ortgrad.optim.penalties`,
 :mod:`~skl_ortgrad.optim.loss_penalty`), and the string aliases of all of them
 (:mod:`~skl_ortgrad.optim.aliases`).
@@ -30,6 +32,7 @@ from skl_ortgrad.optim.losses import (
     SquareLearningLoss,
 )
 from skl_ortgrad.optim.momentum import LearningRateSGDNesterov
+from skl_ortgrad.optim.passive_aggressive import PassiveAggressiveRate
 from skl_ortgrad.optim.penalties import (
     BaseLearningPenalty,
     ElasticLearningPenalty,
@@ -57,6 +60,7 @@ __all__ = [
     "ModifiedHuberLearningLoss",
     "NegLogLearningLoss",
     "NoLearningPenalty",
+    "PassiveAggressiveRate",
     "PoissonLearningLoss",
     "ScaledLearningRate",
     "SquareLearningLoss",

@@ -137,6 +137,11 @@ class BaseLearningRate(BaseLearningObject, family="learning rate"):
     #: State tensors :meth:`emit_update` reads and writes for one weight (velocities...).
     states_per_weight = 0
 
+    #: Whether every step reads its batch: then :meth:`stepper`'s ``step`` has
+    #: ``take(features, labels)``, called with the batch before the penalty's decay,
+    #: which returns False for a batch to skip (no decay, no step, ``t`` unchanged).
+    reads_batch = False
+
     def emit_update(
         self, graph: StepGraph, weight: str, gradient: str, state: Sequence[str], rank: int,
     ) -> tuple[str, list[str]]:

@@ -277,6 +277,7 @@ class PerBatchEpoch:
         totals, scales, etas = loader.totals, loader.scales, self._etas
         penalized = self.inputs.penalized if self.inputs.objective else []
         row_losses = self.inputs.row_losses
+        take = step.take if self._rate.reads_batch else None
         for batch in range(first, stop):
             if interrupt.pending:
                 # Ctrl-C arrived during the previous batch: stop at its end.
@@ -296,6 +297,12 @@ class PerBatchEpoch:
             if row_losses is not None:
                 self._unweighted_total += float(np.sum(
                     row_losses(*loader.batch_arrays(batch)), dtype=np.float64))
+            if take is not None and not take(*loader.batch_arrays(batch)):
+                # A skipped batch (a passive-aggressive row of no norm) counts its loss
+                # only, as scikit-learn's.
+                self._total += loss * self._shares[batch]
+                self._previous = loss
+                continue
             self._updating = True
             decay(eta)
             step(eta)

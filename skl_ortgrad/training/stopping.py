@@ -57,15 +57,15 @@ class StoppingPolicy:
         """The rule of a trainer's call, from its parameters (``tol``,
         ``n_iter_no_change``, ``validation_every``, ``tol_on_objective``) and resolved
         penalty: it watches the validation score or loss with validation data; without,
-        the objective (``tol_on_objective``, a proximal elastic penalty that is not zero)
-        or the training loss, unweighted for ``weighted`` rows with
-        ``tol_on_objective='unweighted'``.
+        the objective (``tol_on_objective`` True or 'unweighted', a proximal elastic
+        penalty that is not zero) or the training loss, unweighted for ``weighted`` rows
+        with ``tol_on_objective`` 'unweighted' or 'unweighted loss'.
         A ``validation_every`` below 1 is a share of ``max_iter``.
         """
         penalty = trainer.learning_penalty_
         if validation:
             monitored = "validation score" if scored else "validation loss"
-        elif (bool(trainer.tol_on_objective) and trainer.tol is not None
+        elif (trainer.tol_on_objective in (True, "unweighted") and trainer.tol is not None
               and isinstance(penalty, ElasticLearningPenalty)
               and (penalty.l1 > 0 or penalty.l2 > 0)):
             monitored = "training objective"
@@ -75,7 +75,7 @@ class StoppingPolicy:
         period = (max(1, round(every * int(trainer.max_iter))) if every < 1
                   else int(every))
         unweighted = (weighted and not validation and trainer.tol is not None
-                      and trainer.tol_on_objective == "unweighted")
+                      and trainer.tol_on_objective in ("unweighted", "unweighted loss"))
         return cls(trainer.tol, trainer.n_iter_no_change, monitored, period, unweighted)
 
     def validates(self, epoch: int, epochs: int) -> bool:

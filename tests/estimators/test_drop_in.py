@@ -236,8 +236,10 @@ def test_errors_and_warnings_in_scikit_learns_words():
         OnnxSGDClassifier(penalty="elasticnet", l1_ratio=None).fit(X, y)
     with pytest.raises(ValueError, match="alpha must be > 0 since learning_rate is 'optimal'"):
         OnnxSGDClassifier(alpha=0).fit(X, y)
-    with pytest.raises(ValueError, match="passive-aggressive"):
-        OnnxSGDClassifier(learning_rate="pa1").fit(X, y)
+    for model in (OnnxSGDClassifier, SGDClassifier):
+        with pytest.raises(ValueError, match=re.escape(
+                "Learning rate 'pa1' only works with loss 'hinge'.")):
+            model(learning_rate="pa1", loss="log_loss").fit(X, y)
     with pytest.raises(InvalidParameterError, match="'loss' parameter of OnnxSGDRegressor"):
         OnnxSGDRegressor(loss="hinge").fit(X, y)
     with pytest.raises(ValueError, match="needs 3 classes or more"):
