@@ -315,7 +315,8 @@ SGD: dict[str, Entry] = {
     "n_jobs": entry("int or None", """
         Accepted for compatibility with ``SGDClassifier``, which trains the one-vs-rest
         classes in parallel; here every class trains together in one graph, so it has no
-        effect (``n_threads`` sets onnxruntime's threads).
+        effect (``n_threads`` sets onnxruntime's threads). 0 with three classes or more
+        raises joblib's error, as scikit-learn's does.
     """),
     "class_weight": entry("dict, 'balanced' or None", """
         Weight of every class, ``{label: weight}``, multiplying the ``sample_weight`` of

@@ -554,6 +554,13 @@ class OnnxSGDClassifier(ClassifierTargetsMixin, ClassifierMixin, _BaseOnnxSGD):
         weights = per_class[self._class_index(y)]
         return weights if sample_weight is None else weights * sample_weight
 
+    def _training_objects(self, batch_size: int, mean_weight: float,
+                          sparse: bool) -> tuple[Any, Any, Any]:
+        if self.n_jobs == 0 and len(self.classes_) > 2:
+            # scikit-learn trains its one-vs-rest classes with joblib, which refuses 0.
+            raise ValueError("n_jobs == 0 in Parallel has no meaning")
+        return super()._training_objects(batch_size, mean_weight, sparse)
+
     def _prepare_targets(self, y: Any, first_call: bool, classes: Any) -> np.ndarray:
         targets = super()._prepare_targets(y, first_call, classes)
         # scikit-learn's regression losses on a classifier fit the labels -1 / +1.

@@ -240,6 +240,13 @@ def test_errors_and_warnings_in_scikit_learns_words():
         with pytest.raises(ValueError, match=re.escape(
                 "Learning rate 'pa1' only works with loss 'hinge'.")):
             model(learning_rate="pa1", loss="log_loss").fit(X, y)
+        # joblib's, which trains scikit-learn's one-vs-rest classes; two classes take
+        # no such call.
+        model(n_jobs=0, max_iter=2, tol=None).fit(X, y)
+        with pytest.raises(ValueError, match="n_jobs == 0 in Parallel has no meaning"):
+            model(n_jobs=0).fit(X, np.arange(len(y)) % 3)
+        with pytest.raises(ValueError, match="n_jobs == 0 in Parallel has no meaning"):
+            model(n_jobs=0).partial_fit(X, np.arange(len(y)) % 3, classes=[0, 1, 2])
     with pytest.raises(InvalidParameterError, match="'loss' parameter of OnnxSGDRegressor"):
         OnnxSGDRegressor(loss="hinge").fit(X, y)
     with pytest.raises(ValueError, match="needs 3 classes or more"):
