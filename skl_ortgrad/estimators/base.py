@@ -378,6 +378,8 @@ class BaseOnnxEstimator(InferenceMixin, ValidationSplitMixin, MemoizedParamNames
                     self._solve(data, X_val, y_val, scorer)
                 check_weights_moved(optimizer, start,
                                     None if restart else snapshot.weights, X)
+                self._count_samples(start, before, X.shape[0] + (
+                    0 if X_val is None else X_val.shape[0]))
             except KeyboardInterrupt:
                 if (start is None or "state_" not in vars(optimizer) or optimizer.t_ == start
                         or (rows_as_given and not all(
@@ -497,6 +499,12 @@ class BaseOnnxEstimator(InferenceMixin, ValidationSplitMixin, MemoizedParamNames
     def _solve(self, data: tuple[list[Any], bool], X_val: Any, y_val: Any, scorer: Any) -> None:
         """Train ``optimizer_`` on checked ``data`` for ``fit`` (mini-batch epochs)."""
         self.optimizer_.fit_data(data, X_val, y_val, scorer)
+
+    def _count_samples(self, start: int, before: int, rows: int) -> None:
+        """After a completed call that started at ``t_ = start`` on ``rows`` rows (the
+        validation rows included), with the optimizer's losses of ``before`` epochs
+        before it: the ``t_`` the next call starts from (the optimizer's own count of the
+        samples it stepped on, here)."""
 
     def _rollback(self, saved: dict[str, Any], snapshot: OptimizerSnapshot | None) -> None:
         """Put the estimator (attributes ``saved``) and its optimizer back."""

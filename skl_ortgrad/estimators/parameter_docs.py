@@ -261,7 +261,7 @@ SGD: dict[str, Entry] = {
         (:class:`~skl_ortgrad.optim.passive_aggressive.PassiveAggressiveRate`): equal to
         its weights to rounding where both visit the rows in one order, trained per row
         in Python and onnxruntime (tens of µs a row, some hundred times scikit-learn's
-        time); ``t_`` does not count the rows of no norm PA-I skips. An object
+        time). An object
         (``LearningRateSGD(...)``, ``LearningRateSGDNesterov(...)``,
         ``LearningRateAdam(...)``) is used as given, its rate applied to the batch's mean
         gradient, and ``eta0`` and ``power_t`` are then ignored; nested parameters
@@ -332,8 +332,10 @@ _SGD_FITTED: dict[str, Entry] = {
         it, or ``max_iter``), 1 after ``partial_fit``, as scikit-learn's.
     """),
     "t_": entry("float", """
-        Samples seen plus one, the :math:`t` of the schedules: ``n_iter_ * n_samples +
-        1`` after a ``fit``, as scikit-learn's ``t_``.
+        Samples seen plus one, the :math:`t` of the schedules: each call adds ``n_iter_ *
+        n_samples``, the validation rows of ``early_stopping`` included (``n_iter_ *
+        n_samples + 1`` after a ``fit``), and the next call's schedule starts there, as
+        scikit-learn's ``t_``; within a call, :math:`t` counts the rows stepped on.
     """),
     "loss_curve_": entry("list of float", """
         Mean training loss (sample-weighted, without the penalty) of every epoch; every

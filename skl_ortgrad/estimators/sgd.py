@@ -151,6 +151,13 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
         # A fresh fit: the mini-batch cap decays with the schedule (sgd_learning_rate).
         self._cap_decays = True
 
+    def _count_samples(self, start: int, before: int, rows: int) -> None:
+        # scikit-learn's SGD: t_ += n_iter_ * n_samples after a call, the validation rows
+        # of early stopping and the rows passive-aggressive I skips included, and the
+        # next call's schedule starts there.
+        epochs = len(self.optimizer_.train_losses_) - before
+        self.optimizer_.t_ = start + epochs * rows
+
     @property
     def _tol_on_objective(self) -> bool | str:
         """scikit-learn's ``tol`` rule: the unweighted losses plus the penalty, the losses

@@ -44,6 +44,26 @@ def test_early_stopping_splits_the_rows_scikit_learn_splits(ours, theirs):
         np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize(("ours", "theirs"), [
+    (OnnxSGDClassifier, SGDClassifier), (OnnxSGDRegressor, SGDRegressor)],
+    ids=["classifier", "regressor"])
+def test_t_counts_the_validation_rows_and_the_next_call_starts_there(ours, theirs):
+    """scikit-learn's t_ adds n_iter_ * n_samples, the validation rows included, and
+    its next call's schedule ('optimal' reads t) starts from it: the same t_, and the
+    same weights after a partial_fit that follows the early-stopping fit."""
+    X, y = _scaled(load_breast_cancer if ours is OnnxSGDClassifier else load_diabetes, 300)
+    y = y if ours is OnnxSGDClassifier else (y - 150) / 80
+    params = {"early_stopping": True, "validation_fraction": 0.2, "shuffle": False,
+              "tol": None, "max_iter": 4, "random_state": 3}
+    reference = theirs(**params).fit(X, y)
+    model = ours(**params, batch_size=1, dtype=np.float64).fit(X, y)
+    assert model.t_ == reference.t_ == 4 * 300 + 1
+    for estimator in (model, reference):
+        estimator.set_params(early_stopping=False).partial_fit(X[:100], y[:100])
+    assert model.t_ == reference.t_ == 4 * 300 + 101
+    np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-10, atol=1e-12)
+
+
 def test_early_stopping_refuses_zero_weights_on_the_validation_rows_in_sklearn_words():
     """The SGD estimators' split names the validation rows; the MLPs refuse all-zero
     weights before, as scikit-learn's."""
