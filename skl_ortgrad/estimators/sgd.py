@@ -140,7 +140,8 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
                 for name in ("learning_rate", "eta0", "power_t", "alpha", "fit_intercept")},
              # What the passive-aggressive step adds to the scores where no intercept
              # is trained.
-             "intercept": None if self.fit_intercept else self._intercept({})},
+             "intercept": (self._intercept({}) if self._passive_aggressive
+                           and not self.fit_intercept else None)},
             loss, batch_size, self._stable_step, mean_weight, sparse,
             # A model fitted by release 0.1.0 resumes with its own rate: no spread
             # measured, a cap that stays.
