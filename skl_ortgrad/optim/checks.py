@@ -54,3 +54,26 @@ def finite(value: Any) -> bool:
 def positive(value: Any) -> bool:
     """Whether ``value`` is a finite real number above 0."""
     return finite(value) and value > 0
+
+
+def check_step_factors(factors: Any) -> None:
+    """Raise ``ValueError`` unless ``factors`` (a rule's ``step_factors``) is None or
+    finite numbers above 0."""
+    if factors is not None and not all(positive(factor) for factor in factors):
+        raise ValueError(f"step_factors must be finite numbers > 0, got {factors!r}.")
+
+
+def per_weight_factors(factors: Any, n_weights: int) -> tuple[float, ...]:
+    """One step factor per weight: ``factors``, or 1.0 for each where None.
+
+    Raises
+    ------
+    ValueError
+        If ``factors`` does not hold ``n_weights`` factors.
+    """
+    if factors is None:
+        return (1.0,) * n_weights
+    if len(factors) != n_weights:
+        raise ValueError(f"step_factors holds {len(factors)} factors for {n_weights} "
+                         "trained weights.")
+    return tuple(float(factor) for factor in factors)

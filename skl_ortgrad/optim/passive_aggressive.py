@@ -28,7 +28,12 @@ from typing import Any
 import numpy as np
 import onnx
 
-from skl_ortgrad.optim.checks import check_lists, positive
+from skl_ortgrad.optim.checks import (
+    check_lists,
+    check_step_factors,
+    per_weight_factors,
+    positive,
+)
 from skl_ortgrad.optim.losses import BaseLearningLoss, HingeLearningLoss
 from skl_ortgrad.optim.rate import BaseLearningRate
 
@@ -82,10 +87,7 @@ class PassiveAggressiveRate(BaseLearningRate):
             raise ValueError(f"variant must be one of {list(VARIANTS)}, got {self.variant!r}.")
         if self.loss is not None and not isinstance(self.loss, BaseLearningLoss):
             raise ValueError(f"loss must be None or a BaseLearningLoss, got {self.loss!r}.")
-        if self.step_factors is not None and not all(
-                positive(factor) for factor in self.step_factors):
-            raise ValueError(
-                f"step_factors must be finite numbers > 0, got {self.step_factors!r}.")
+        check_step_factors(self.step_factors)
 
     def eta(self, t: int) -> float:
         """:math:`C`, whatever ``t``."""
@@ -124,10 +126,7 @@ class PassiveAggressiveRate(BaseLearningRate):
         """
         self._validate()
         check_lists(weights, gradients)
-        factors = (1.0,) * len(weights) if self.step_factors is None else self.step_factors
-        if len(factors) != len(weights):
-            raise ValueError(f"step_factors holds {len(factors)} factors for "
-                             f"{len(weights)} trained weights.")
+        factors = per_weight_factors(self.step_factors, len(weights))
         fixed = None if self.intercept is None else np.asarray(self.intercept, np.float64)
         return _PassiveAggressiveStep(
             weights, gradients, factors, HingeLearningLoss() if self.loss is None else self.loss,

@@ -10,7 +10,13 @@ import onnx
 
 from skl_ortgrad.graph.step_graph import StepGraph
 from skl_ortgrad.optim import schedules
-from skl_ortgrad.optim.checks import check_lists, finite, positive
+from skl_ortgrad.optim.checks import (
+    check_lists,
+    check_step_factors,
+    finite,
+    per_weight_factors,
+    positive,
+)
 from skl_ortgrad.optim.rate import BaseLearningRate, segments
 from skl_ortgrad.optim.update_graph import update_function
 
@@ -104,10 +110,7 @@ class LearningRateSGD(BaseLearningRate):
             )
         if self.learning_rate == "invscaling" and not finite(self.power_t):
             raise ValueError(f"power_t must be a finite number, got {self.power_t!r}.")
-        if self.step_factors is not None and not all(
-                positive(factor) for factor in self.step_factors):
-            raise ValueError(
-                f"step_factors must be finite numbers > 0, got {self.step_factors!r}.")
+        check_step_factors(self.step_factors)
 
     # ------------------------------------------------------------------ schedule
     def eta(self, t: int) -> float:
@@ -176,16 +179,11 @@ class LearningRateSGD(BaseLearningRate):
         """
         self._validate()
         check_lists(weights, gradients)
-        factors = self.step_factors
-        if factors is not None and len(factors) != len(weights):
-            raise ValueError(f"step_factors holds {len(factors)} factors for "
-                             f"{len(weights)} trained weights.")
-        if factors is None or len(set(factors)) == 1:
-            factor = 1.0 if factors is None else float(factors[0])
-            pairs = [(w, g, factor) for w, g in segments(weights, gradients)]
+        factors = per_weight_factors(self.step_factors, len(weights))
+        if len(set(factors)) == 1:
+            pairs = [(w, g, factors[0]) for w, g in segments(weights, gradients)]
         else:
-            pairs = [(w, g, float(f)) for w, g, f in zip(weights, gradients, factors,
-                                                         strict=True)]
+            pairs = list(zip(weights, gradients, factors, strict=True))
         triples = [(w, g, f, np.empty_like(g)) for w, g, f in pairs]
 
         def step(eta: float) -> None:
