@@ -133,7 +133,8 @@ class PassiveAggressiveRate(BaseLearningRate):
             float(self.C), self.variant == "pa2", fixed)
 
     def build_onnx_function(self, opset: int, device: str, *args: Any) -> onnx.ModelProto:
-        """None: the step reads its row's loss, which an update graph does not see.
+        """No update graph: the step reads its row's loss, which such a graph does not
+        see.
 
         Raises
         ------
