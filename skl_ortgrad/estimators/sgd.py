@@ -37,6 +37,7 @@ from skl_ortgrad.estimators.template import Template
 from skl_ortgrad.graph.linear import linear_score_model
 from skl_ortgrad.optim import BaseLearningRate
 from skl_ortgrad.optim.losses import BaseLearningLoss
+from skl_ortgrad.optim.passive_aggressive import VARIANTS as PASSIVE_AGGRESSIVE
 from skl_ortgrad.optim.penalties import BaseLearningPenalty
 
 # Where the templates pickled before sgd_graphs existed name the functions that convert
@@ -169,7 +170,7 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
     def _passive_aggressive(self) -> bool:
         """``learning_rate`` is 'pa1' or 'pa2': one row a step (:meth:`_resolved_batch_size`),
         the tol rule on the loss alone, as scikit-learn's."""
-        return isinstance(self.learning_rate, str) and self.learning_rate in ("pa1", "pa2")
+        return isinstance(self.learning_rate, str) and self.learning_rate in PASSIVE_AGGRESSIVE
 
     def _resolved_batch_size(self, n_samples: int) -> int:
         if self._passive_aggressive and self.batch_size == "auto":

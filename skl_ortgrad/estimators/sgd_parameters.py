@@ -61,6 +61,7 @@ import numpy as np
 
 from skl_ortgrad.optim import BaseLearningRate, LearningRateSGD
 from skl_ortgrad.optim.losses import BaseLearningLoss, NegLogLearningLoss
+from skl_ortgrad.optim.passive_aggressive import VARIANTS as PASSIVE_AGGRESSIVE
 from skl_ortgrad.optim.passive_aggressive import PassiveAggressiveRate
 from skl_ortgrad.optim.penalties import (
     BaseLearningPenalty,
@@ -218,7 +219,7 @@ def sgd_learning_rate(
     if isinstance(schedule, BaseLearningRate):
         return schedule
     factors = (1.0, SPARSE_INTERCEPT_DECAY) if sparse and params["fit_intercept"] else None
-    if schedule in ("pa1", "pa2"):
+    if schedule in PASSIVE_AGGRESSIVE:
         if rows != 1:
             raise ValueError(
                 f"learning_rate={schedule!r} (passive-aggressive) sets every row's step "

@@ -19,10 +19,12 @@ ROWS = 200
 ZERO_ROWS = [3, 50, 120]
 
 
+LOADERS = {"binary": load_breast_cancer, "multiclass": load_iris,
+           "regression": load_diabetes}
+
+
 def _data(task):
-    load = {"binary": load_breast_cancer, "multiclass": load_iris,
-            "regression": load_diabetes}[task]
-    X, y = load(return_X_y=True)
+    X, y = LOADERS[task](return_X_y=True)
     X, y = StandardScaler().fit_transform(X)[:ROWS], y[:ROWS]
     X[ZERO_ROWS] = 0.0
     return X, y
@@ -116,9 +118,7 @@ def test_shuffled_held_out_scores_are_scikit_learns(task, variant):
     differences (iris's 38 test rows move one fit's accuracy by 0.03-0.08 from one
     shuffle to the next), both in float64."""
     ours, theirs, loss = ESTIMATORS[task]
-    load = {"binary": load_breast_cancer, "multiclass": load_iris,
-            "regression": load_diabetes}[task]
-    X, y = load(return_X_y=True)
+    X, y = LOADERS[task](return_X_y=True)
     differences = []
     for seed in range(5):
         X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=seed)
