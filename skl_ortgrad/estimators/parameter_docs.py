@@ -259,9 +259,10 @@ SGD: dict[str, Entry] = {
         of the classifier or the epsilon-insensitive loss of the regressor, ``eta0``
         their :math:`C`) are scikit-learn's per-sample steps, one row a batch
         (:class:`~skl_ortgrad.optim.passive_aggressive.PassiveAggressiveRate`): equal to
-        its weights to rounding where both visit the rows in one order, trained per row
-        in Python and onnxruntime (tens of µs a row, some hundred times scikit-learn's
-        time). An object
+        its weights to rounding where both visit the rows in one order, trained by the
+        linear program's passive-aggressive form on dense rows with an intercept (about
+        4-5 µs a row, 5 to 30 times scikit-learn's time), per row in Python and
+        onnxruntime otherwise (tens of µs a row). An object
         (``LearningRateSGD(...)``, ``LearningRateSGDNesterov(...)``,
         ``LearningRateAdam(...)``) is used as given, its rate applied to the batch's mean
         gradient, and ``eta0`` and ``power_t`` are then ignored; nested parameters

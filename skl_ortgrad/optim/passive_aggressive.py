@@ -47,8 +47,10 @@ class PassiveAggressiveRate(BaseLearningRate):
     scikit-learn's SGD estimators take it with ``learning_rate='pa1'`` or ``'pa2'`` and
     ``eta0`` as :math:`C`.
 
-    It reads the row of every step (:attr:`reads_batch`): it trains per batch, one row a
-    batch, on the CPU.
+    It reads the row of every step (:attr:`reads_batch`): it trains one row a batch, on
+    the CPU, in the linear program's passive-aggressive form where that computes the
+    same steps (:class:`~skl_ortgrad.training.programs.PassiveAggressiveProgram`: dense
+    rows, the intercept trained, for PA-I no row of no norm), per batch otherwise.
 
     Parameters
     ----------
@@ -131,6 +133,11 @@ class PassiveAggressiveRate(BaseLearningRate):
         return _PassiveAggressiveStep(
             weights, gradients, factors, HingeLearningLoss() if self.loss is None else self.loss,
             float(self.C), self.variant == "pa2", fixed)
+
+    def update_key(self) -> tuple[str, str, float]:
+        """The variant and :math:`C`, which the linear program's passive-aggressive step
+        holds as constants."""
+        return type(self).__qualname__, self.variant, float(self.C)
 
     def build_onnx_function(self, opset: int, device: str, *args: Any) -> onnx.ModelProto:
         """No update graph: the step reads its row's loss, which such a graph does not

@@ -52,6 +52,9 @@ class ProgramRun:
     """
 
     needs_features = True
+    #: Whether the program computes every step of the loader's epochs (not where a
+    #: passive-aggressive I row of no norm is skipped: :class:`PassiveAggressiveRun`).
+    covers = True
     #: The feeds that follow the arrays the loader serves (:meth:`follow`), made apart
     #: from the call's other feeds.
     _followed: tuple[str, ...] = ()
@@ -418,7 +421,8 @@ class LinearProgramRun(ProgramRun):
         program, n = self.program, self._n_rows
         scales = self._scales[:epochs * self.n_batches]
         self._write_table(etas, scales, l1, l2, rows, extra or {})
-        rates = self._by_epoch(np.repeat(etas * scales, program.batch_rows), epochs)[:, :n]
+        per_step = etas * scales if program.rated else np.ones_like(etas)
+        rates = self._by_epoch(np.repeat(per_step, program.batch_rows), epochs)[:, :n]
         target = self._by_epoch(self.per_row["target"], epochs)[:, :n]
         if self._weighted:
             np.multiply(rates, self._by_epoch(self._loss_weights, epochs)[:, :n], out=rates)
@@ -442,6 +446,46 @@ class LinearProgramRun(ProgramRun):
         weights = self._row_mask if unweighted else self._loss_weights
         return self.program.losses(self._values[rows], self.per_row["target"][rows],
                                    weights[rows])
+
+
+class PassiveAggressiveRun(LinearProgramRun):
+    r"""The linear program's passive-aggressive form (:class:`~skl_ortgrad.training.
+    programs.PassiveAggressiveProgram`) over a loader: the rows' squared norms
+    :math:`\lVert x \rVert^2` (of the rows in the program's type), summed in float64
+    once per features (:meth:`follow`),
+    give every epoch's per-row denominators (:meth:`lay_out`); the step weights hold no
+    rate. It does not :attr:`covers` features with a row of no norm for PA-I, which
+    skips such a row (no decay, no step): the per-batch path trains them."""
+
+    def __init__(self, program: Any, session: InferenceSession,
+                 loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:
+        super().__init__(program, session, loader, weights)
+        # Rows a batch is one, so no padding rows; 1 keeps their quotient finite anyway.
+        self.per_row["denominator"].fill(1.0)
+        self._measured: tuple[Any, int] | None = None
+        self._measure(loader)
+
+    def _measure(self, loader: MiniBatchLoader) -> None:
+        """The squared norms of ``loader``'s features, unless measured already."""
+        features, measured = loader.features, self._measured
+        if (measured is None or measured[0] is not features
+                or measured[1] != loader.generation):
+            # Of the rows the program reads: cast to its type (rows read as given),
+            # so that it computes what it computes on them cast beforehand.
+            rows = features.astype(self.program.dtype, copy=False)
+            self._squared = np.einsum("ij,ij->i", rows, rows, dtype=np.float64)
+            self._measured = (features, loader.generation)
+            self.covers = self.program.variant != "pa1" or bool(np.all(self._squared))
+
+    def follow(self, loader: MiniBatchLoader) -> None:
+        super().follow(loader)
+        self._measure(loader)
+
+    def lay_out(self, loader: MiniBatchLoader, epoch: int = 0) -> None:
+        super().lay_out(loader, epoch)
+        offset = epoch * self._epoch_rows
+        self.program.denominators(self._squared[loader.order],
+                                  self.per_row["denominator"][offset:offset + loader.n_rows])
 
 
 class SparseLinearProgramRun(LinearProgramRun):

@@ -13,6 +13,9 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 
 from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
+from skl_ortgrad.runtime.program_run import PassiveAggressiveRun
+from skl_ortgrad.training import program_choice
+from skl_ortgrad.training.caches import transient
 
 ROWS = 200
 #: Rows set to zero: PA-I skips them (no step, no decay, t unchanged).
@@ -23,11 +26,17 @@ LOADERS = {"binary": load_breast_cancer, "multiclass": load_iris,
            "regression": load_diabetes}
 
 
-def _data(task):
+def _data(task, zero_rows=True):
     X, y = LOADERS[task](return_X_y=True)
     X, y = StandardScaler().fit_transform(X)[:ROWS], y[:ROWS]
-    X[ZERO_ROWS] = 0.0
+    if zero_rows:
+        X[ZERO_ROWS] = 0.0
     return X, y
+
+
+def _program(model):
+    """The program the last call of ``model`` ran (None: per batch)."""
+    return transient(model.optimizer_).programs.binding
 
 
 ESTIMATORS = {"binary": (OnnxSGDClassifier, SGDClassifier, "hinge"),
@@ -70,6 +79,96 @@ def test_steps_are_scikit_learns(task, case, variant):
     model = ours(**params, dtype=np.float64).fit(X, y)
     _same_weights(model, reference)
     assert model.t_ == reference.t_
+
+
+PROGRAM_CASES = {
+    "defaults": {},
+    "no penalty, C=1": {"penalty": None, "eta0": 1.0},
+    "elasticnet": {"penalty": "elasticnet", "alpha": 0.01, "l1_ratio": 0.5},
+    "weighted": {"class_weight": "balanced"},
+}
+
+
+def _fit(estimator, X, y, case):
+    """Fit with the sample weights of the ``'weighted'`` case (and its class weights,
+    for a classifier)."""
+    params = PROGRAM_CASES[case]
+    if isinstance(estimator, (SGDRegressor, OnnxSGDRegressor)):
+        params = {name: value for name, value in params.items() if name != "class_weight"}
+    weights = (np.random.default_rng(0).uniform(0.2, 2.0, len(y)) if case == "weighted"
+               else None)
+    return estimator.set_params(**params).fit(X, y, sample_weight=weights)
+
+
+@pytest.mark.parametrize("variant", ["pa1", "pa2"])
+@pytest.mark.parametrize("case", list(PROGRAM_CASES))
+@pytest.mark.parametrize("task", list(ESTIMATORS))
+def test_the_program_steps_as_scikit_learn(task, case, variant):
+    """Rows of some norm: the linear program's passive-aggressive step runs every epoch,
+    and its weights are scikit-learn's to rounding (float64, rows in one order)."""
+    ours, theirs, loss = ESTIMATORS[task]
+    X, y = _data(task, zero_rows=False)
+    params = {"loss": loss, "learning_rate": variant, "shuffle": False, "random_state": 0,
+              "max_iter": 8, "tol": None}
+    model = _fit(ours(**params, dtype=np.float64), X, y, case)
+    assert type(_program(model)) is PassiveAggressiveRun
+    reference = _fit(theirs(**params), X, y, case)
+    _same_weights(model, reference)
+    assert model.t_ == reference.t_
+
+
+@pytest.mark.parametrize("variant", ["pa1", "pa2"])
+@pytest.mark.parametrize("task", list(ESTIMATORS))
+def test_the_program_in_float32_steps_as_the_per_batch_path(monkeypatch, task, variant):
+    """float32, shuffled: the program's weights are the per-batch path's to float32
+    rounding (its Gemm sums in another order), over 5 epochs."""
+    ours, _, loss = ESTIMATORS[task]
+    X, y = _data(task, zero_rows=False)
+    params = {"loss": loss, "learning_rate": variant, "random_state": 0, "max_iter": 5,
+              "tol": None, "eta0": 0.1}
+    model = ours(**params).fit(X, y)
+    assert type(_program(model)) is PassiveAggressiveRun
+    monkeypatch.setattr(program_choice, "PROGRAM_STEPS", 1)
+    per_batch = ours(**params).fit(X, y)
+    assert _program(per_batch) is None
+    np.testing.assert_allclose(model.coef_, per_batch.coef_, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(model.intercept_, per_batch.intercept_, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["pa1", "pa2"])
+def test_pa1_trains_rows_of_no_norm_per_batch(variant):
+    """PA-I skips a row of no norm, which the program does not: such data trains per
+    batch; PA-II steps on it, in the program. A stream of blocks takes the program at
+    every block without such a row, and stays scikit-learn's."""
+    X, y = _data("binary", zero_rows=False)
+    blocks = [slice(start, start + 50) for start in range(0, ROWS, 50)]
+    X[blocks[1].start + 7] = 0.0
+    params = {"learning_rate": variant, "eta0": 0.5, "shuffle": False, "random_state": 0}
+    model, reference = OnnxSGDClassifier(**params, dtype=np.float64), SGDClassifier(**params)
+    for index, block in enumerate(blocks):
+        for estimator in (model, reference):
+            estimator.partial_fit(X[block], y[block], classes=[0, 1])
+        ran = type(_program(model)) is PassiveAggressiveRun
+        assert ran == (variant == "pa2" or index != 1)
+        _same_weights(model, reference)
+    assert model.t_ == reference.t_
+
+
+def test_float64_blocks_train_a_float32_model_as_the_blocks_cast():
+    """A float32 model's partial_fit reads float64 blocks as given: the program casts
+    each row it reads (and measures the rows cast), bit for bit what it computes on the
+    blocks cast beforehand, without casting them first."""
+    X, y = _data("regression", zero_rows=False)
+    models = [OnnxSGDRegressor(learning_rate="pa1", loss="epsilon_insensitive",
+                               eta0=0.1, random_state=0) for _ in range(2)]
+    for start in range(0, ROWS, 50):
+        block = X[start:start + 50]
+        models[0].partial_fit(block, y[start:start + 50])
+        models[1].partial_fit(block.astype(np.float32), y[start:start + 50])
+        assert type(_program(models[0])) is PassiveAggressiveRun
+    assert not transient(models[0].optimizer_).programs.rows_cast
+    np.testing.assert_array_equal(models[0].coef_, models[1].coef_)
+    np.testing.assert_array_equal(models[0].intercept_, models[1].intercept_)
 
 
 @pytest.mark.parametrize("variant", ["pa1", "pa2"])

@@ -61,7 +61,10 @@ over the shared :mod:`~skl_ortgrad.training.programs.steps` and
   per :data:`~skl_ortgrad.training.programs.steps.NORMS` output with ``norms=True``), for the
   squared error, the binary log loss and the hinge loss (the classifiers' default; the
   perceptron is its threshold 0), the last two also one-vs-rest over :math:`K` classes
-  (``[b, K]`` scores, the same nodes). It works on
+  (``[b, K]`` scores, the same nodes); its passive-aggressive form
+  (:class:`PassiveAggressiveProgram`: one row a step, the hinge or the
+  epsilon-insensitive loss) computes each step's size from the row's loss and a per-row
+  denominator instead of taking it from the schedule. It works on
   rows: :math:`W` is ``[1, d]``, the scores of a batch ``[1, b]``, and every per-row
   factor of the update is folded into one per-row input computed in numpy for the whole
   epoch, the *step weight* :math:`c_i = \eta_j \sigma_j s_i` (times :math:`-(2y_i - 1)`
@@ -94,6 +97,7 @@ from skl_ortgrad.training.programs.generic import StepProgram, generic_program
 from skl_ortgrad.training.programs.linear import (
     LINEAR_LOSSES,
     LinearProgram,
+    PassiveAggressiveProgram,
     dense_linear_program,
 )
 from skl_ortgrad.training.programs.sparse import SparseLinearProgram, sparse_linear_program
@@ -103,6 +107,7 @@ __all__ = [
     "LINEAR_LOSSES",
     "NORMS",
     "LinearProgram",
+    "PassiveAggressiveProgram",
     "SparseLinearProgram",
     "StepProgram",
     "generic_program",
@@ -118,12 +123,13 @@ def linear_program(
     threshold: float = 1.0, sparse: bool = False, n_outputs: int = 1, norms: bool = False,
     cumulative: bool = False, whole: bool = False, intercept_step: float = 1.0,
     features_dtype: np.dtype | type | None = None, staged: bool = False,
+    passive_aggressive: tuple[str, float] | None = None,
 ) -> LinearProgram:
     """The linear program of ``steps`` steps: :func:`~skl_ortgrad.training.programs.
     linear.dense_linear_program`, or its sparse form (``sparse``, :func:`~skl_ortgrad.
     training.programs.sparse.sparse_linear_program`), whose arguments it takes
-    (the same in both; ``whole``: the sparse form's, ``features_dtype`` and ``staged``:
-    the dense form's).
+    (the same in both; ``whole``: the sparse form's, ``features_dtype``, ``staged`` and
+    ``passive_aggressive``: the dense form's).
 
     Memoized (64 programs): the same arguments give the same object, which callers only
     read (a grid search of small fits writes each program once).
@@ -131,8 +137,10 @@ def linear_program(
     arguments = {"dtype": dtype, "l1": l1, "l2": l2, "threshold": threshold,
                  "n_outputs": n_outputs, "norms": norms, "intercept_step": intercept_step}
     if sparse:
+        if passive_aggressive is not None:
+            raise ValueError("The passive-aggressive step reads dense rows only.")
         return sparse_linear_program(loss, n_features, steps, batch_rows,
                                      cumulative=cumulative, whole=whole, **arguments)
     return dense_linear_program(loss, n_features, steps, batch_rows, cumulative=cumulative,
                                 features_dtype=features_dtype, staged=staged,
-                                **arguments)
+                                passive_aggressive=passive_aggressive, **arguments)
