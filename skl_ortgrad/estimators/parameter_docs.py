@@ -260,9 +260,9 @@ SGD: dict[str, Entry] = {
         their :math:`C`) are scikit-learn's per-sample steps, one row a batch
         (:class:`~skl_ortgrad.optim.passive_aggressive.PassiveAggressiveRate`): equal to
         its weights to rounding where both visit the rows in one order, trained by the
-        linear program's passive-aggressive form on dense rows with an intercept (about
-        4-5 µs a row, 5 to 30 times scikit-learn's time), per row in Python and
-        onnxruntime otherwise (tens of µs a row). An object
+        linear program's passive-aggressive form where the intercept is trained (about
+        4-5 µs a dense row, 5 to 30 times scikit-learn's time, 25 µs a text-like sparse
+        one), per row in Python and onnxruntime otherwise. An object
         (``LearningRateSGD(...)``, ``LearningRateSGDNesterov(...)``,
         ``LearningRateAdam(...)``) is used as given, its rate applied to the batch's mean
         gradient, and ``eta0`` and ``power_t`` are then ignored; nested parameters
@@ -308,7 +308,8 @@ SGD: dict[str, Entry] = {
         doubled while an epoch keeps at least 384 batches, up to 256 (32 below 24,576
         rows, 256 from 98,304; at most the rows of a call), see
         :func:`~skl_ortgrad.estimators.sgd_parameters.auto_batch_size`; one row with
-        'pa1' and 'pa2', which take no other. A batch
+        'pa1' and 'pa2', which take no other, and with a rate object reading every
+        batch's rows (``PassiveAggressiveRate``). A batch
         of :math:`b` rows takes a step of :math:`b\, \eta_t` along its mean gradient, so
         an epoch learns about as much whatever the batch size; larger batches amortize
         the fixed cost of an onnxruntime call.

@@ -173,7 +173,10 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
         return isinstance(self.learning_rate, str) and self.learning_rate in PASSIVE_AGGRESSIVE
 
     def _resolved_batch_size(self, n_samples: int) -> int:
-        if self._passive_aggressive and self.batch_size == "auto":
+        # A rate reading every batch's rows (the passive-aggressive step, as a string or
+        # an object) steps one row at a time.
+        if self.batch_size == "auto" and (
+                self._passive_aggressive or getattr(self.learning_rate, "reads_batch", False)):
             return 1
         return super()._resolved_batch_size(n_samples)
 

@@ -239,6 +239,7 @@ class MiniBatchLoader:
         """Forget what was derived from the arrays served before (sparse layouts)."""
         self._padded_stored: tuple[np.ndarray, np.ndarray] | None = None
         self._stored_rows: dict[np.dtype, tuple[np.ndarray, np.ndarray] | None] = {}
+        self._squared_norms: tuple[np.dtype, np.ndarray] | None = None
         self._new_order()
 
     def _new_order(self) -> None:
@@ -366,6 +367,25 @@ class MiniBatchLoader:
             values[1:] = x.data
             self._padded_stored = columns, values
         return self._padded_stored
+
+    def squared_norms(self, dtype: np.dtype) -> np.ndarray:
+        r"""Every row's squared norm :math:`\lVert x \rVert^2`, in the order of the
+        features served (not permuted): float64 sums of the values as ``dtype`` (the
+        stored values of sparse features one after the other, as scikit-learn's
+        passive-aggressive step sums them). Made once per arrays served and dtype."""
+        dtype = np.dtype(dtype)
+        if self._squared_norms is None or self._squared_norms[0] != dtype:
+            x = self._sources[0]
+            if sp.issparse(x):
+                values = x.data.astype(dtype, copy=False).astype(np.float64)
+                # bincount adds each row's values in their order.
+                rows = np.repeat(np.arange(self.n_rows), np.diff(x.indptr))
+                norms = np.bincount(rows, weights=values * values, minlength=self.n_rows)
+            else:
+                rows = x.astype(dtype, copy=False)
+                norms = np.einsum("ij,ij->i", rows, rows, dtype=np.float64)
+            self._squared_norms = dtype, norms
+        return self._squared_norms[1]
 
     def stored_rows(self, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray] | None:
         """Sparse features: the stored values one row a row, columns (int32: half the

@@ -451,31 +451,26 @@ class LinearProgramRun(ProgramRun):
 class PassiveAggressiveRun(LinearProgramRun):
     r"""The linear program's passive-aggressive form (:class:`~skl_ortgrad.training.
     programs.PassiveAggressiveProgram`) over a loader: the rows' squared norms
-    :math:`\lVert x \rVert^2` (of the rows in the program's type), summed in float64
-    once per features (:meth:`follow`),
-    give every epoch's per-row denominators (:meth:`lay_out`); the step weights hold no
-    rate. It does not :attr:`covers` features with a row of no norm for PA-I, which
-    skips such a row (no decay, no step): the per-batch path trains them."""
+    :math:`\lVert x \rVert^2` (:meth:`MiniBatchLoader.squared_norms`, once per features
+    served) give every epoch's per-row denominators (:meth:`lay_out`); the step weights
+    hold no rate. It does not :attr:`covers` features with a row of no norm for PA-I,
+    which skips such a row (no decay, no step): the per-batch path trains them."""
 
     def __init__(self, program: Any, session: InferenceSession,
                  loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:
         super().__init__(program, session, loader, weights)
         # Rows a batch is one, so no padding rows; 1 keeps their quotient finite anyway.
         self.per_row["denominator"].fill(1.0)
-        self._measured: tuple[Any, int] | None = None
+        self._squared: np.ndarray | None = None
         self._measure(loader)
 
     def _measure(self, loader: MiniBatchLoader) -> None:
-        """The squared norms of ``loader``'s features, unless measured already."""
-        features, measured = loader.features, self._measured
-        if (measured is None or measured[0] is not features
-                or measured[1] != loader.generation):
-            # Of the rows the program reads: cast to its type (rows read as given),
-            # so that it computes what it computes on them cast beforehand.
-            rows = features.astype(self.program.dtype, copy=False)
-            self._squared = np.einsum("ij,ij->i", rows, rows, dtype=np.float64)
-            self._measured = (features, loader.generation)
-            self.covers = self.program.variant != "pa1" or bool(np.all(self._squared))
+        """The squared norms of the rows ``loader`` serves, and whether the program
+        covers them."""
+        squared = loader.squared_norms(self.program.dtype)
+        if squared is not self._squared:
+            self._squared = squared
+            self.covers = self.program.variant != "pa1" or bool(np.all(squared))
 
     def follow(self, loader: MiniBatchLoader) -> None:
         super().follow(loader)
@@ -565,3 +560,9 @@ class SparseLinearProgramRun(LinearProgramRun):
         rank = np.arange(max(1, int(length.max())), dtype=np.int64)
         positions = np.where(rank < length, origin + rank, 0)
         return columns.take(positions), values.take(positions)
+
+
+class SparsePassiveAggressiveRun(PassiveAggressiveRun, SparseLinearProgramRun):
+    """The sparse linear program's passive-aggressive form (:class:`~skl_ortgrad.training.
+    programs.SparsePassiveAggressiveProgram`): :class:`PassiveAggressiveRun`'s
+    denominators, over :class:`SparseLinearProgramRun`'s stored values."""

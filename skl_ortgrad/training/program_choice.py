@@ -43,6 +43,7 @@ from skl_ortgrad.runtime.program_run import (
     PassiveAggressiveRun,
     ProgramRun,
     SparseLinearProgramRun,
+    SparsePassiveAggressiveRun,
 )
 from skl_ortgrad.runtime.sessions import cached_session
 from skl_ortgrad.runtime.step import OrtGradientStep
@@ -53,6 +54,7 @@ from skl_ortgrad.training.programs import (
     LinearProgram,
     PassiveAggressiveProgram,
     SparseLinearProgram,
+    SparsePassiveAggressiveProgram,
     StepProgram,
     generic_program,
     linear_program,
@@ -81,10 +83,11 @@ LINEAR_STEPS = 64
 LINEAR_CHUNK_VALUES = 2**18
 #: The passive-aggressive step reads one row: ``LINEAR_STEPS`` of them are a chunk of
 #: 0.3 ms, whose Python costs a tenth or more. Up to ``PASSIVE_AGGRESSIVE_STEPS`` a
-#: call (a few ms) instead; measured (``fit`` at ``eta0=0.1``, 20 epochs, µs per row,
-#: medians of 7, 64 / 1,024 steps a call; 2-core Intel Xeon, December 2026): breast
-#: cancer 4.9 / 3.6-3.8, digits 4.4 / 4.1-4.4, diabetes (epsilon-insensitive) 5.5 /
-#: 4.2-4.6 (scikit-learn: 0.20, 0.92, 0.17).
+#: call (a few ms) instead, dense or sparse (``SPARSE_STEPS`` rows would pay the sparse
+#: call's passes over all the weights every 128 rows); measured (dense, ``fit`` at
+#: ``eta0=0.1``, 20 epochs, µs per row, medians of 7, 64 / 1,024 steps a call; 2-core
+#: Intel Xeon, December 2026): breast cancer 4.9 / 3.6-3.8, digits 4.4 / 4.1-4.4,
+#: diabetes (epsilon-insensitive) 5.5 / 4.2-4.6 (scikit-learn: 0.20, 0.92, 0.17).
 PASSIVE_AGGRESSIVE_STEPS = 1024
 #: Batches per call of the sparse program. Every call passes over all the weights a few
 #: times besides its steps (the ``Scan``'s first copy of them, the scale folded back
@@ -154,6 +157,7 @@ BINDINGS: dict[type, type[ProgramRun]] = {
     StepProgram: ProgramRun, LinearProgram: LinearProgramRun,
     SparseLinearProgram: SparseLinearProgramRun,
     PassiveAggressiveProgram: PassiveAggressiveRun,
+    SparsePassiveAggressiveProgram: SparsePassiveAggressiveRun,
 }
 
 
@@ -274,8 +278,8 @@ class ProgramCache:
         (generic program) full batches, the update of plain SGD, momentum (Nesterov's or
         not) or Adam (possibly in a ``ScaledLearningRate``; the linear program: plain SGD
         only; momentum and Adam up to ``PROGRAM_MAX_STATE`` trained values, with their
-        state packed) or the passive-aggressive step (the dense linear program's form,
-        up to ``PASSIVE_AGGRESSIVE_STEPS`` rows a call: its loss the training loss, the
+        state packed) or the passive-aggressive step (the linear program's form, dense
+        or sparse, up to ``PASSIVE_AGGRESSIVE_STEPS`` rows a call: its loss the training loss, the
         intercept trained, and for PA-I no row of no norm, which it skips:
         :attr:`~skl_ortgrad.runtime.program_run.ProgramRun.covers`), no penalty or the
         elastic one (its cumulative L1 part too: the program carries its :math:`q` of
@@ -354,14 +358,15 @@ class ProgramCache:
         # and b: the other programs do not depend on it) and a core is free beside the
         # calls' threads, the helper thread stages their rows, which the program's
         # staged form reads.
-        most = PASSIVE_AGGRESSIVE_STEPS if passive else LINEAR_STEPS
+        most, sparse_most = ((PASSIVE_AGGRESSIVE_STEPS, PASSIVE_AGGRESSIVE_STEPS) if passive
+                             else (LINEAR_STEPS, SPARSE_STEPS))
         staged = (not loader.sparse and len(state.weights) == 2
                   and LinearProgramRun.stages(
                       len(loader.rows),
                       linear_steps(size, loader.n_features, most, PROGRAM_STEPS),
                       size, loader.n_features)
                   and helper_core_free(int(setup.n_threads)))
-        key = (weighted, size, PROGRAM_STEPS, most, SPARSE_STEPS, loader.sparse,
+        key = (weighted, size, PROGRAM_STEPS, most, sparse_most, loader.sparse,
                features, staged,
                names,
                elastic and penalty.l1 > 0 and not cumulative, elastic and penalty.l2 > 0,
@@ -441,9 +446,8 @@ class ProgramCache:
         wide = None if features is None or features == dtype else features
         if lean is None and (passive or factors is not None or wide is not None):
             return None
-        # The sparse program's columns are int32; the passive-aggressive step is dense.
-        if sparse and (lean is None or passive
-                       or state.weights[0].shape[0] > np.iinfo(np.int32).max):
+        # The sparse program's columns are int32.
+        if sparse and (lean is None or state.weights[0].shape[0] > np.iinfo(np.int32).max):
             return None
         try:
             if lean is not None:

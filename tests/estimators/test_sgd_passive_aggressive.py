@@ -13,7 +13,8 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 
 from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
-from skl_ortgrad.runtime.program_run import PassiveAggressiveRun
+from skl_ortgrad.optim import PassiveAggressiveRate
+from skl_ortgrad.runtime.program_run import PassiveAggressiveRun, SparsePassiveAggressiveRun
 from skl_ortgrad.training import program_choice
 from skl_ortgrad.training.caches import transient
 
@@ -86,13 +87,17 @@ PROGRAM_CASES = {
     "no penalty, C=1": {"penalty": None, "eta0": 1.0},
     "elasticnet": {"penalty": "elasticnet", "alpha": 0.01, "l1_ratio": 0.5},
     "weighted": {"class_weight": "balanced"},
+    "sparse": {},
+    "sparse, elasticnet": {"penalty": "elasticnet", "alpha": 0.01, "l1_ratio": 0.5},
 }
 
 
 def _fit(estimator, X, y, case):
     """Fit with the sample weights of the ``'weighted'`` case (and its class weights,
-    for a classifier)."""
+    for a classifier), on sparse rows for the ``'sparse'`` cases."""
     params = PROGRAM_CASES[case]
+    if case.startswith("sparse"):
+        X = sp.csr_matrix(X)
     if isinstance(estimator, (SGDRegressor, OnnxSGDRegressor)):
         params = {name: value for name, value in params.items() if name != "class_weight"}
     weights = (np.random.default_rng(0).uniform(0.2, 2.0, len(y)) if case == "weighted"
@@ -104,14 +109,16 @@ def _fit(estimator, X, y, case):
 @pytest.mark.parametrize("case", list(PROGRAM_CASES))
 @pytest.mark.parametrize("task", list(ESTIMATORS))
 def test_the_program_steps_as_scikit_learn(task, case, variant):
-    """Rows of some norm: the linear program's passive-aggressive step runs every epoch,
-    and its weights are scikit-learn's to rounding (float64, rows in one order)."""
+    """Rows of some norm: the linear program's passive-aggressive step runs every epoch
+    (its sparse form on sparse rows), and its weights are scikit-learn's to rounding
+    (float64, rows in one order)."""
     ours, theirs, loss = ESTIMATORS[task]
     X, y = _data(task, zero_rows=False)
     params = {"loss": loss, "learning_rate": variant, "shuffle": False, "random_state": 0,
               "max_iter": 8, "tol": None}
     model = _fit(ours(**params, dtype=np.float64), X, y, case)
-    assert type(_program(model)) is PassiveAggressiveRun
+    assert type(_program(model)) is (SparsePassiveAggressiveRun if case.startswith("sparse")
+                                      else PassiveAggressiveRun)
     reference = _fit(theirs(**params), X, y, case)
     _same_weights(model, reference)
     assert model.t_ == reference.t_
@@ -234,6 +241,17 @@ def test_shuffled_held_out_scores_are_scikit_learns(task, variant):
         differences.append(scores[0] - scores[1])
     error = np.std(differences, ddof=1) / np.sqrt(len(differences))
     assert np.mean(differences) >= -2 * error, differences
+
+
+def test_a_passive_aggressive_rate_object_takes_one_row_a_batch():
+    """``batch_size='auto'`` is one row for a rate object that reads every batch's rows,
+    as for the strings: the same steps as ``'pa1'``."""
+    X, y = _data("binary", zero_rows=False)
+    params = {"shuffle": False, "random_state": 0, "max_iter": 4, "tol": None,
+              "dtype": np.float64}
+    model = OnnxSGDClassifier(learning_rate=PassiveAggressiveRate(C=0.01), **params)
+    _same_weights(model.fit(X, y), OnnxSGDClassifier(learning_rate="pa1", **params).fit(X, y))
+    assert model.optimizer_.batch_size == 1
 
 
 @pytest.mark.parametrize(("ours", "theirs", "loss", "expected"), [

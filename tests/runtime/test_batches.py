@@ -135,6 +135,29 @@ def test_sparse_stored_rows_one_row_a_row(layout):
     assert loader.stored_rows(np.float32) is stored
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_squared_norms_of_the_rows_served(sparse):
+    """Every row's squared norm, in the order served, summed in float64 from the values
+    as the dtype asked for (an empty row: 0; sparse rows' values in their order, bit for
+    bit); made once per arrays and dtype, anew for the arrays a refill serves."""
+    rng = np.random.default_rng(0)
+    dense = np.where(rng.random((40, 30)) < 0.2, rng.standard_normal((40, 30)), 0.0)
+    dense[5] = 0.0
+    features = sp.csr_matrix(dense) if sparse else dense
+    loader = MiniBatchLoader([features, np.zeros((40, 1))], 8, True,
+                             np.random.RandomState(0), CPU, list)
+    for dtype in (np.float64, np.float32):
+        rows = dense.astype(dtype).astype(np.float64)
+        norms = loader.squared_norms(dtype)
+        assert norms.dtype == np.float64 and norms[5] == 0.0
+        # Sparse: each row's values one after the other, as scikit-learn sums them.
+        expected = [sum(v * v for v in row[row != 0]) for row in rows]
+        np.testing.assert_allclose(norms, expected, rtol=0 if sparse else 1e-14)
+        assert loader.squared_norms(dtype) is norms
+    assert loader.refill([features * 2, np.zeros((40, 1))])
+    np.testing.assert_allclose(loader.squared_norms(np.float32), 4 * norms, rtol=1e-12)
+
+
 def _short_rows(rng, n_rows, width, low, high):
     """CSR rows of ``low`` to ``high - 1`` values at distinct columns."""
     lengths = rng.integers(low, high, n_rows)

@@ -6,7 +6,8 @@ step size :math:`\\tau = \\min(C, \\ell / \\lVert x \\rVert^2)` (PA-I) or :math:
 then :math:`W \\mathrel{+}= \\tau s d\\, x^\\top`, :math:`b \\mathrel{+}= \\tau s d` with
 the row's weight :math:`s` and direction :math:`d` (:math:`2y - 1` for the hinge loss,
 :math:`\\operatorname{sign}(y - p)` for the epsilon-insensitive one). In float64 both
-agree to 1e-12; the staged form computes the same bit for bit."""
+agree to 1e-12, dense rows and sparse ones (read from their stored values); the staged
+form computes the same bit for bit."""
 
 from __future__ import annotations
 
@@ -15,7 +16,11 @@ import pytest
 from onnxruntime import InferenceSession
 
 from skl_ortgrad.runtime.options import session_options
-from skl_ortgrad.training.programs import PassiveAggressiveProgram, linear_program
+from skl_ortgrad.training.programs import (
+    PassiveAggressiveProgram,
+    SparsePassiveAggressiveProgram,
+    linear_program,
+)
 
 N_ROWS, N_FEATURES, C = 23, 5, 0.3
 #: The epsilon-insensitive loss's epsilon, the hinge loss's margin.
@@ -29,6 +34,9 @@ def _data(loss: str, outputs: int) -> dict[str, np.ndarray]:
     weights, the epoch's order and starting weights."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((N_ROWS, N_FEATURES))
+    # Zeros (what sparse rows do not store), none of the rows all zero.
+    X[rng.random(X.shape) < 0.4] = 0.0
+    X[~X.any(axis=1), 0] = 1.0
     score = X @ rng.standard_normal((N_FEATURES, outputs)) + 0.3
     noisy = score + rng.standard_normal(score.shape)
     y = (noisy > 0).astype(float) if loss == "hinge" else noisy
@@ -64,9 +72,22 @@ def _reference(loss: str, variant: str, l2: float, weighted: bool,
     return W, b, np.array(losses)
 
 
+def _stored_layout(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sparse program's layout of ``X``: row i's non-zero values and their columns
+    in row i, padded with column 0 and value 0."""
+    width = int((X != 0).sum(axis=1).max())
+    columns = np.zeros((len(X), width), dtype=np.int32)
+    values = np.zeros((len(X), width), dtype=X.dtype)
+    for i, row in enumerate(X):
+        stored = np.flatnonzero(row)
+        columns[i, :len(stored)], values[i, :len(stored)] = stored, row[stored]
+    return columns, values
+
+
 def _run(program: PassiveAggressiveProgram, loss: str, l2: float, weighted: bool,
          outputs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The program over the epoch, its per-row inputs computed as its binding does."""
+    """The program over the epoch, its per-row inputs computed as its binding does (a
+    sparse program reads the stored values of the rows)."""
     data = _data(loss, outputs)
     dtype = program.dtype
     order = data["order"]
@@ -87,8 +108,11 @@ def _run(program: PassiveAggressiveProgram, loss: str, l2: float, weighted: bool
     values = np.empty(shape, dtype=dtype)
     for first in range(0, N_ROWS, program.steps):
         count = min(program.steps, N_ROWS - first)
-        rows = X[order[first:first + count]] if program.staged else X
-        feeds = program.feeds(rows, per_row, table, weights, first, count)
+        if isinstance(program, SparsePassiveAggressiveProgram):
+            feeds = program.feeds(*_stored_layout(X), per_row, table, weights, first, count)
+        else:
+            rows = X[order[first:first + count]] if program.staged else X
+            feeds = program.feeds(rows, per_row, table, weights, first, count)
         new = [np.empty_like(w) for w in weights]
         fetches = program.fetches(values, new, first, count)
         names = list(fetches)
@@ -102,11 +126,12 @@ def _run(program: PassiveAggressiveProgram, loss: str, l2: float, weighted: bool
 CASES = [("hinge", 1), ("hinge", 3), ("epsilon_insensitive", 1)]
 
 
+@pytest.mark.parametrize("sparse", [False, True], ids=["rows", "stored values"])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("penalty", list(PENALTIES))
 @pytest.mark.parametrize("variant", ["pa1", "pa2"])
 @pytest.mark.parametrize(("loss", "outputs"), CASES)
-def test_the_step_is_its_formula(loss, outputs, variant, penalty, weighted):
+def test_the_step_is_its_formula(loss, outputs, variant, penalty, weighted, sparse):
     """float64, 1, 4 and 8 rows a call (a short last call): the weights and every row's
     weighted loss."""
     l2 = PENALTIES[penalty]
@@ -114,8 +139,10 @@ def test_the_step_is_its_formula(loss, outputs, variant, penalty, weighted):
     for steps in (1, 4, 8):
         program = linear_program(loss, N_FEATURES, steps, 1, np.float64, l2=l2 > 0,
                                  threshold=THRESHOLDS[loss], n_outputs=outputs,
-                                 passive_aggressive=(variant, C))
-        assert type(program) is PassiveAggressiveProgram and not program.rated
+                                 sparse=sparse, passive_aggressive=(variant, C))
+        assert type(program) is (SparsePassiveAggressiveProgram if sparse
+                                 else PassiveAggressiveProgram)
+        assert not program.rated
         got = _run(program, loss, l2, weighted, outputs)
         for value, want in zip(got, (W, b, losses), strict=True):
             np.testing.assert_allclose(value.reshape(want.shape), want, rtol=1e-12,
@@ -164,7 +191,6 @@ def test_bad_arguments():
             linear_program("hinge", N_FEATURES, 2, 1, passive_aggressive=bad)
     with pytest.raises(ValueError, match="reads one row a batch, got batch_rows=4"):
         linear_program("hinge", N_FEATURES, 2, 4, passive_aggressive=("pa1", C))
-    with pytest.raises(ValueError, match="reads dense rows only"):
-        linear_program("hinge", N_FEATURES, 2, 1, sparse=True, passive_aggressive=("pa1", C))
-    with pytest.raises(ValueError, match="loss must be one of"):
-        linear_program("epsilon_insensitive", N_FEATURES, 2, 1)
+    for sparse in (False, True):
+        with pytest.raises(ValueError, match="loss must be one of"):
+            linear_program("epsilon_insensitive", N_FEATURES, 2, 1, sparse=sparse)

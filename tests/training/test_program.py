@@ -474,11 +474,13 @@ def test_sparse_program_of_several_steps_an_iteration_computes_the_same_bit_for_
 
 def test_unrolled_steps_follow_the_weights_and_the_batch():
     """Several steps an iteration where the weights (all the outputs') are many, and
-    many for each batch row; more of them where the weights are more."""
+    many for each batch row; more of them where the weights are more, or the steps one
+    row each."""
     rule = sparse_programs.unrolled_steps
     assert (rule(2**18, 32) == rule(2**18, 128) == rule(2**20, 128)
             == sparse_programs.UNROLL_STEPS)
-    assert rule(2**21, 32) == rule(2**20 * 20, 128) == sparse_programs.UNROLL_WIDE_STEPS
+    assert (rule(2**21, 32) == rule(2**20 * 20, 128) == rule(2**17, 1)
+            == sparse_programs.UNROLL_WIDE_STEPS)
     assert sparse_programs.UNROLL_WIDE_STEPS > sparse_programs.UNROLL_STEPS > 1
     assert rule(100_000, 32) == rule(2**18, 256) == rule(2**18 - 1, 128) == rule(2**16, 1) == 1
 

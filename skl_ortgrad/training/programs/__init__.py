@@ -62,9 +62,10 @@ over the shared :mod:`~skl_ortgrad.training.programs.steps` and
   squared error, the binary log loss and the hinge loss (the classifiers' default; the
   perceptron is its threshold 0), the last two also one-vs-rest over :math:`K` classes
   (``[b, K]`` scores, the same nodes); its passive-aggressive form
-  (:class:`PassiveAggressiveProgram`: one row a step, the hinge or the
-  epsilon-insensitive loss) computes each step's size from the row's loss and a per-row
-  denominator instead of taking it from the schedule. It works on
+  (:class:`PassiveAggressiveProgram`, sparse :class:`SparsePassiveAggressiveProgram`:
+  one row a step, the hinge or the epsilon-insensitive loss) computes each step's size
+  from the row's loss and a per-row denominator instead of taking it from the schedule.
+  It works on
   rows: :math:`W` is ``[1, d]``, the scores of a batch ``[1, b]``, and every per-row
   factor of the update is folded into one per-row input computed in numpy for the whole
   epoch, the *step weight* :math:`c_i = \eta_j \sigma_j s_i` (times :math:`-(2y_i - 1)`
@@ -100,7 +101,11 @@ from skl_ortgrad.training.programs.linear import (
     PassiveAggressiveProgram,
     dense_linear_program,
 )
-from skl_ortgrad.training.programs.sparse import SparseLinearProgram, sparse_linear_program
+from skl_ortgrad.training.programs.sparse import (
+    SparseLinearProgram,
+    SparsePassiveAggressiveProgram,
+    sparse_linear_program,
+)
 from skl_ortgrad.training.programs.steps import NORMS, scalar_table
 
 __all__ = [
@@ -109,6 +114,7 @@ __all__ = [
     "LinearProgram",
     "PassiveAggressiveProgram",
     "SparseLinearProgram",
+    "SparsePassiveAggressiveProgram",
     "StepProgram",
     "generic_program",
     "linear_program",
@@ -128,8 +134,8 @@ def linear_program(
     """The linear program of ``steps`` steps: :func:`~skl_ortgrad.training.programs.
     linear.dense_linear_program`, or its sparse form (``sparse``, :func:`~skl_ortgrad.
     training.programs.sparse.sparse_linear_program`), whose arguments it takes
-    (the same in both; ``whole``: the sparse form's, ``features_dtype``, ``staged`` and
-    ``passive_aggressive``: the dense form's).
+    (the same in both; ``whole``: the sparse form's, ``features_dtype`` and ``staged``:
+    the dense form's).
 
     Memoized (64 programs): the same arguments give the same object, which callers only
     read (a grid search of small fits writes each program once).
@@ -137,10 +143,9 @@ def linear_program(
     arguments = {"dtype": dtype, "l1": l1, "l2": l2, "threshold": threshold,
                  "n_outputs": n_outputs, "norms": norms, "intercept_step": intercept_step}
     if sparse:
-        if passive_aggressive is not None:
-            raise ValueError("The passive-aggressive step reads dense rows only.")
         return sparse_linear_program(loss, n_features, steps, batch_rows,
-                                     cumulative=cumulative, whole=whole, **arguments)
+                                     cumulative=cumulative, whole=whole,
+                                     passive_aggressive=passive_aggressive, **arguments)
     return dense_linear_program(loss, n_features, steps, batch_rows, cumulative=cumulative,
                                 features_dtype=features_dtype, staged=staged,
                                 passive_aggressive=passive_aggressive, **arguments)

@@ -211,14 +211,14 @@ class LinearProgram(PerStep):
         return result
 
 
-@dataclass
-class PassiveAggressiveProgram(LinearProgram):
-    r"""The linear program's passive-aggressive form (:func:`dense_linear_program`'s
-    ``passive_aggressive``, scikit-learn's ``learning_rate='pa1'`` and ``'pa2'``): one
-    row a step, whose step size :math:`\tau` the graph computes from the row's loss and
-    its ``denominator`` (:meth:`denominators`); the step weights hold no rate
-    (:attr:`rated`): the row's sample weight :math:`s`, times :math:`-(2y - 1)` for the
-    hinge loss.
+class PassiveAggressiveForm:
+    r"""What the passive-aggressive forms of the linear programs share (dense:
+    :class:`PassiveAggressiveProgram`; sparse: :class:`~skl_ortgrad.training.programs.
+    sparse.SparsePassiveAggressiveProgram`), scikit-learn's ``learning_rate='pa1'`` and
+    ``'pa2'``: one row a step, whose step size :math:`\tau` the graph computes from the
+    row's loss and its ``denominator`` (:meth:`denominators`,
+    :func:`passive_aggressive_nodes`); the step weights hold no rate (:attr:`rated`):
+    the row's sample weight :math:`s`, times :math:`-(2y - 1)` for the hinge loss.
 
     Attributes
     ----------
@@ -228,9 +228,8 @@ class PassiveAggressiveProgram(LinearProgram):
         :math:`C`.
     """
 
-    variant: str = "pa1"
-    C: float = 1.0
-    per_row: tuple[str, ...] = ("rows", "target", "step_weight", "denominator")
+    variant: str
+    C: float
     rated = False
 
     def denominators(self, squared_norms: np.ndarray, out: np.ndarray) -> None:
@@ -242,45 +241,62 @@ class PassiveAggressiveProgram(LinearProgram):
         out[...] = total.reshape(-1, *(1,) * (out.ndim - 1))
 
 
-def check_linear(loss: str, steps: int, n_outputs: int) -> int:
-    """Check :func:`linear_program`'s arguments; return :math:`K`."""
-    if loss not in LINEAR_LOSSES:
-        raise ValueError(f"linear_program's loss must be one of {LINEAR_LOSSES}, got "
-                         f"{loss!r}.")
-    check_steps(steps)
-    outputs = int(n_outputs)
-    if outputs < 1:
-        raise ValueError(f"linear_program's n_outputs must be >= 1, got {n_outputs}.")
-    return outputs
+@dataclass
+class PassiveAggressiveProgram(PassiveAggressiveForm, LinearProgram):
+    """The dense linear program's passive-aggressive form (:func:`dense_linear_program`'s
+    ``passive_aggressive``; see :class:`PassiveAggressiveForm`)."""
+
+    variant: str = "pa1"
+    C: float = 1.0
+    per_row: tuple[str, ...] = ("rows", "target", "step_weight", "denominator")
 
 
-def check_passive_aggressive(loss: str, steps: int, batch_rows: int, n_outputs: int,
-                             passive_aggressive: tuple[str, float]) -> int:
-    """Check :func:`dense_linear_program`'s arguments of the passive-aggressive step;
+def check_linear(loss: str, steps: int, n_outputs: int, batch_rows: int = 1,
+                 passive_aggressive: tuple[str, float] | None = None) -> int:
+    """Check :func:`linear_program`'s arguments (``batch_rows``: one row for the
+    ``passive_aggressive`` step, whose losses are :data:`PASSIVE_AGGRESSIVE_LOSSES`);
     return :math:`K`."""
-    if loss not in PASSIVE_AGGRESSIVE_LOSSES:
-        raise ValueError(f"The passive-aggressive step's loss must be one of "
-                         f"{PASSIVE_AGGRESSIVE_LOSSES}, got {loss!r}.")
-    variant, C = passive_aggressive
-    if variant not in VARIANTS or not np.isfinite(C) or C <= 0:
-        raise ValueError(f"passive_aggressive must be (one of {VARIANTS}, C > 0), got "
-                         f"{passive_aggressive!r}.")
-    if int(batch_rows) != 1:
-        raise ValueError(f"The passive-aggressive step reads one row a batch, got "
-                         f"batch_rows={batch_rows}.")
+    if passive_aggressive is None:
+        if loss not in LINEAR_LOSSES:
+            raise ValueError(f"linear_program's loss must be one of {LINEAR_LOSSES}, got "
+                             f"{loss!r}.")
+    else:
+        if loss not in PASSIVE_AGGRESSIVE_LOSSES:
+            raise ValueError(f"The passive-aggressive step's loss must be one of "
+                             f"{PASSIVE_AGGRESSIVE_LOSSES}, got {loss!r}.")
+        variant, C = passive_aggressive
+        if variant not in VARIANTS or not np.isfinite(C) or C <= 0:
+            raise ValueError(f"passive_aggressive must be (one of {VARIANTS}, C > 0), got "
+                             f"{passive_aggressive!r}.")
+        if int(batch_rows) != 1:
+            raise ValueError(f"The passive-aggressive step reads one row a batch, got "
+                             f"batch_rows={batch_rows}.")
     check_steps(steps)
     outputs = int(n_outputs)
     if outputs < 1:
         raise ValueError(f"linear_program's n_outputs must be >= 1, got {n_outputs}.")
     return outputs
+
+
+def form_fields(passive_aggressive: tuple[str, float] | None) -> dict[str, object]:
+    """The fields of a program's passive-aggressive form (:class:`PassiveAggressiveForm`)
+    from ``(variant, C)``; none for the gradient step."""
+    if passive_aggressive is None:
+        return {}
+    return {"variant": passive_aggressive[0], "C": float(passive_aggressive[1])}
 
 
 def residual_nodes(step: StepGraph, loss: str, score: str, threshold: float,
                    dtype: np.dtype | type, row_shape: list[int],
-                   constants: dict[str, np.ndarray]) -> tuple[str, str]:
+                   constants: dict[str, np.ndarray],
+                   passive_aggressive: tuple[str, float] | None = None) -> tuple[str, str]:
     r"""The nodes of :math:`u` from the scores (``score``), the ``target`` and the
-    ``step_weight`` inputs, as :func:`linear_program` says per loss; return the per-row
+    ``step_weight`` inputs, as :func:`linear_program` says per loss (the
+    ``passive_aggressive`` step's: :func:`passive_aggressive_nodes`); return the per-row
     values and :math:`u`. ``constants`` receives the initializers they need."""
+    if passive_aggressive is not None:
+        return passive_aggressive_nodes(step, loss, score, threshold, *passive_aggressive,
+                                        dtype, row_shape, constants)
     emit = step.node
     target, step_weight = LinearProgram.per_row[-2:]
     if loss == "squared_error":
@@ -308,7 +324,7 @@ def passive_aggressive_nodes(step: StepGraph, loss: str, score: str, threshold: 
                              constants: dict[str, np.ndarray]) -> tuple[str, str]:
     r"""The nodes of the passive-aggressive :math:`u` from the scores (``score``) and the
     ``target``, ``step_weight`` and ``denominator`` inputs
-    (:class:`PassiveAggressiveProgram`); return the per-row values and :math:`u`.
+    (:class:`PassiveAggressiveForm`); return the per-row values and :math:`u`.
 
     With the row's loss :math:`\ell` (hinge: :math:`\max(0, t - z)`, :math:`z = (2y -
     1) s` the values; epsilon-insensitive: :math:`\max(0, |r| - t)`, :math:`r = s - y`
@@ -453,13 +469,8 @@ def dense_linear_program(
         Memoized (64 programs): the same arguments give the same object, which callers
         only read (a grid search of small fits writes each program once).
     """
-    if passive_aggressive is None:
-        outputs = check_linear(loss, steps, n_outputs)
-        p: type[LinearProgram] = LinearProgram
-    else:
-        outputs = check_passive_aggressive(loss, steps, batch_rows, n_outputs,
-                                           passive_aggressive)
-        p = PassiveAggressiveProgram
+    outputs = check_linear(loss, steps, n_outputs, batch_rows, passive_aggressive)
+    p = LinearProgram if passive_aggressive is None else PassiveAggressiveProgram
     elem, b = onnx_dtype(dtype), int(batch_rows)
     # One step's per-row tensors: [1, b], or [b, K] with K outputs.
     row_shape = [b, outputs] if outputs > 1 else [1, b]
@@ -479,11 +490,8 @@ def dense_linear_program(
     s = (emit("Gemm", [batch, coef, intercept], "score") if outputs > 1
          else emit("Gemm", [coef, batch, intercept], "score", transB=1))
     extra = step_norms(step, [coef], l1 or cumulative, l2) if norms else []
-    if passive_aggressive is None:
-        values, u = residual_nodes(step, loss, s, threshold, dtype, row_shape, constants)
-    else:
-        values, u = passive_aggressive_nodes(step, loss, s, threshold, *passive_aggressive,
-                                             dtype, row_shape, constants)
+    values, u = residual_nodes(step, loss, s, threshold, dtype, row_shape, constants,
+                               passive_aggressive)
     start = proximal(step, coef, 2, l1, l2)
     if outputs > 1:
         # C - A^T B (alpha=-1): X_B^T U for W, then 1^T U for b.
@@ -514,14 +522,13 @@ def dense_linear_program(
                  dataset=[] if staged else [value_info(
                      p.features, onnx_dtype(features_dtype) if wide else elem,
                      [None, n_features])])
-    variant = {} if passive_aggressive is None else {
-        "variant": passive_aggressive[0], "C": float(passive_aggressive[1])}
     return p(
         model=linear_model(graph), loss=loss, threshold=float(threshold), steps=int(steps),
         batch_rows=b, n_features=int(n_features), scalars=template.scalars,
         dtype=np.dtype(dtype), n_outputs=outputs, norms=tuple(name for name, _, _ in extra),
         weights=weights, new_weights=new_weights,
-        per_row=tuple(per_row) if staged else p.per_row, staged=staged, **variant,
+        per_row=tuple(per_row) if staged else p.per_row, staged=staged,
+        **form_fields(passive_aggressive),
     )
 
 
