@@ -52,9 +52,6 @@ class ProgramRun:
     """
 
     needs_features = True
-    #: Whether the program computes every step of the loader's epochs (not where a
-    #: passive-aggressive I row of no norm is skipped: :class:`PassiveAggressiveRun`).
-    covers = True
     #: The feeds that follow the arrays the loader serves (:meth:`follow`), made apart
     #: from the call's other feeds.
     _followed: tuple[str, ...] = ()
@@ -133,6 +130,12 @@ class ProgramRun:
         return len(weights) == len(self.weights) and all(
             a.ctypes.data == b.ctypes.data and a.shape == b.shape and a.dtype == b.dtype
             for a, b in zip(weights, self.weights, strict=True))
+
+    def stepped_rates(self, etas: np.ndarray, loader: MiniBatchLoader) -> np.ndarray:
+        """The rates ``etas`` of the batches of the loader's current epoch as the program
+        steps them: 0 for a batch it skips (no decay, no step; none here but the
+        passive-aggressive I row of no norm, :class:`PassiveAggressiveRun`)."""
+        return etas
 
     def schedule(self, etas: np.ndarray, loader: MiniBatchLoader, l1: float, l2: float,
                  rows: int, extra: dict[str, np.ndarray] | None = None) -> None:
@@ -421,7 +424,8 @@ class LinearProgramRun(ProgramRun):
         program, n = self.program, self._n_rows
         scales = self._scales[:epochs * self.n_batches]
         self._write_table(etas, scales, l1, l2, rows, extra or {})
-        per_step = etas * scales if program.rated else np.ones_like(etas)
+        # Without a rate in the step weights, 1 for a step taken, 0 for one skipped.
+        per_step = etas * scales if program.rated else np.not_equal(etas, 0.0) * 1.0
         rates = self._by_epoch(np.repeat(per_step, program.batch_rows), epochs)[:, :n]
         target = self._by_epoch(self.per_row["target"], epochs)[:, :n]
         if self._weighted:
@@ -453,8 +457,9 @@ class PassiveAggressiveRun(LinearProgramRun):
     programs.PassiveAggressiveProgram`) over a loader: the rows' squared norms
     :math:`\lVert x \rVert^2` (:meth:`MiniBatchLoader.squared_norms`, once per features
     served) give every epoch's per-row denominators (:meth:`lay_out`); the step weights
-    hold no rate. It does not :attr:`covers` features with a row of no norm for PA-I,
-    which skips such a row (no decay, no step): the per-batch path trains them."""
+    hold no rate. PA-I skips a row of no norm (no decay, no step): its rate is 0
+    (:meth:`stepped_rates`), so are its decay's, its L1 threshold's and its step
+    weight."""
 
     def __init__(self, program: Any, session: InferenceSession,
                  loader: MiniBatchLoader, weights: list[np.ndarray]) -> None:
@@ -465,12 +470,15 @@ class PassiveAggressiveRun(LinearProgramRun):
         self._measure(loader)
 
     def _measure(self, loader: MiniBatchLoader) -> None:
-        """The squared norms of the rows ``loader`` serves, and whether the program
-        covers them."""
+        """The squared norms of the rows ``loader`` serves, and whether PA-I skips any."""
         squared = loader.squared_norms(self.program.dtype)
         if squared is not self._squared:
             self._squared = squared
-            self.covers = self.program.variant != "pa1" or bool(np.all(squared))
+            self._skips = self.program.variant == "pa1" and not np.all(squared)
+
+    def stepped_rates(self, etas: np.ndarray, loader: MiniBatchLoader) -> np.ndarray:
+        # One row a batch.
+        return np.where(self._squared[loader.order] > 0, etas, 0.0) if self._skips else etas
 
     def follow(self, loader: MiniBatchLoader) -> None:
         super().follow(loader)

@@ -367,8 +367,9 @@ class ProgramEpoch(PerBatchEpoch):
 
     def _body(self, interrupt: DeferredInterrupt) -> None:
         program, rows = self.program, self._rows
-        extra, self._totals = program_scalars(self.inputs.setup, self._state, self._eta_array)
-        program.schedule(self._eta_array, self.inputs.loader,
+        etas = program.stepped_rates(self._eta_array, self.inputs.loader)
+        extra, self._totals = program_scalars(self.inputs.setup, self._state, etas)
+        program.schedule(etas, self.inputs.loader,
                          *penalty_scalars(self._penalty), extra)
         chunk = 0
         while chunk < len(program.chunks):
@@ -511,9 +512,12 @@ class EpochGroups:
         rows = sum(loader.rows)
         etas = epoch_rates(rate, state, loader, epochs)
         shares = []
+        n = program.n_batches
         for epoch in range(epochs):
             loader.epoch(features=False)
             program.lay_out(loader, epoch)
+            etas[epoch * n:(epoch + 1) * n] = program.stepped_rates(
+                etas[epoch * n:(epoch + 1) * n], loader)
             shares.append(loss_shares(loader))
         extra, totals = program_scalars(inputs.setup, state, etas)
         program.schedule_epochs(etas, *penalty_scalars(inputs.setup.penalty), extra, epochs)

@@ -279,9 +279,8 @@ class ProgramCache:
         not) or Adam (possibly in a ``ScaledLearningRate``; the linear program: plain SGD
         only; momentum and Adam up to ``PROGRAM_MAX_STATE`` trained values, with their
         state packed) or the passive-aggressive step (the linear program's form, dense
-        or sparse, up to ``PASSIVE_AGGRESSIVE_STEPS`` rows a call: its loss the training loss, the
-        intercept trained, and for PA-I no row of no norm, which it skips:
-        :attr:`~skl_ortgrad.runtime.program_run.ProgramRun.covers`), no penalty or the
+        or sparse, up to ``PASSIVE_AGGRESSIVE_STEPS`` rows a call: its loss the training
+        loss, the intercept trained), no penalty or the
         elastic one (its cumulative L1 part too: the program carries its :math:`q` of
         every penalized weight, a buffer of ``state.penalty`` it reads and writes, and
         is fed its total :math:`u` per step; on sparse data the sparse program applies
@@ -398,8 +397,6 @@ class ProgramCache:
             bound = loader, key, BINDINGS[type(program)](program, session, loader, arrays)
             self._bindings[staged] = bound
         bound[2].follow(loader)
-        if not bound[2].covers:
-            return None
         self._binding = bound
         return bound[2]
 

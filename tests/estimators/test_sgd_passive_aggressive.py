@@ -142,22 +142,38 @@ def test_the_program_in_float32_steps_as_the_per_batch_path(monkeypatch, task, v
     np.testing.assert_allclose(model.intercept_, per_batch.intercept_, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("variant", ["pa1", "pa2"])
-def test_pa1_trains_rows_of_no_norm_per_batch(variant):
-    """PA-I skips a row of no norm, which the program does not: such data trains per
-    batch; PA-II steps on it, in the program. A stream of blocks takes the program at
-    every block without such a row, and stays scikit-learn's."""
+def test_the_program_skips_rows_of_no_norm_as_scikit_learn(variant, sparse):
+    """PA-I skips a row of no norm (no decay, no step), PA-II steps on it, both in the
+    program: a stream of blocks, one with such a row, stays scikit-learn's."""
     X, y = _data("binary", zero_rows=False)
     blocks = [slice(start, start + 50) for start in range(0, ROWS, 50)]
     X[blocks[1].start + 7] = 0.0
     params = {"learning_rate": variant, "eta0": 0.5, "shuffle": False, "random_state": 0}
     model, reference = OnnxSGDClassifier(**params, dtype=np.float64), SGDClassifier(**params)
-    for index, block in enumerate(blocks):
+    for block in blocks:
+        rows = sp.csr_matrix(X[block]) if sparse else X[block]
         for estimator in (model, reference):
-            estimator.partial_fit(X[block], y[block], classes=[0, 1])
-        ran = type(_program(model)) is PassiveAggressiveRun
-        assert ran == (variant == "pa2" or index != 1)
+            estimator.partial_fit(rows, y[block], classes=[0, 1])
+        assert type(_program(model)) is (SparsePassiveAggressiveRun if sparse
+                                         else PassiveAggressiveRun)
         _same_weights(model, reference)
+    assert model.t_ == reference.t_
+
+
+@pytest.mark.parametrize("variant", ["pa1", "pa2"])
+def test_epochs_of_one_call_skip_rows_of_no_norm_as_scikit_learn(variant):
+    """40 rows: several epochs a call of the program, the rows PA-I skips in each."""
+    X, y = _data("binary", zero_rows=False)
+    X, y = X[:40], y[:40]
+    X[[4, 31]] = 0.0
+    params = {"learning_rate": variant, "eta0": 0.5, "shuffle": False, "random_state": 0,
+              "max_iter": 8, "tol": None, "penalty": "elasticnet", "alpha": 0.01}
+    model = OnnxSGDClassifier(**params, dtype=np.float64).fit(X, y)
+    assert _program(model).epochs_per_call > 1
+    reference = SGDClassifier(**params).fit(X, y)
+    _same_weights(model, reference)
     assert model.t_ == reference.t_
 
 

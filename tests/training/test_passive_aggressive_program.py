@@ -5,7 +5,8 @@ step size :math:`\\tau = \\min(C, \\ell / \\lVert x \\rVert^2)` (PA-I) or :math:
 (\\lVert x \\rVert^2 + 1/(2C))` (PA-II), the L2 decay of :math:`W` at :math:`\\eta = C`,
 then :math:`W \\mathrel{+}= \\tau s d\\, x^\\top`, :math:`b \\mathrel{+}= \\tau s d` with
 the row's weight :math:`s` and direction :math:`d` (:math:`2y - 1` for the hinge loss,
-:math:`\\operatorname{sign}(y - p)` for the epsilon-insensitive one). In float64 both
+:math:`\\operatorname{sign}(y - p)` for the epsilon-insensitive one); PA-I skips a row
+of no norm (its loss counts; no decay, no step), its rate 0. In float64 both
 agree to 1e-12, dense rows and sparse ones (read from their stored values); the staged
 form computes the same bit for bit."""
 
@@ -23,6 +24,7 @@ from skl_ortgrad.training.programs import (
 )
 
 N_ROWS, N_FEATURES, C = 23, 5, 0.3
+ZERO_ROWS = (2, 11)
 #: The epsilon-insensitive loss's epsilon, the hinge loss's margin.
 THRESHOLDS = {"hinge": 1.0, "epsilon_insensitive": 0.1}
 #: L2 weight: the decay of every step is 1 - C l2.
@@ -34,9 +36,10 @@ def _data(loss: str, outputs: int) -> dict[str, np.ndarray]:
     weights, the epoch's order and starting weights."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((N_ROWS, N_FEATURES))
-    # Zeros (what sparse rows do not store), none of the rows all zero.
+    # Zeros (what sparse rows do not store), two rows all zero.
     X[rng.random(X.shape) < 0.4] = 0.0
     X[~X.any(axis=1), 0] = 1.0
+    X[list(ZERO_ROWS)] = 0.0
     score = X @ rng.standard_normal((N_FEATURES, outputs)) + 0.3
     noisy = score + rng.standard_normal(score.shape)
     y = (noisy > 0).astype(float) if loss == "hinge" else noisy
@@ -63,12 +66,14 @@ def _reference(loss: str, variant: str, l2: float, weighted: bool,
             direction = np.sign(y - p)
             each = np.maximum(0.0, np.abs(y - p) - THRESHOLDS[loss])
         squared = x @ x
+        losses.append(np.sum(each * s))
+        if variant == "pa1" and squared == 0:
+            continue
         tau = (np.minimum(C, each / squared) if variant == "pa1"
                else each / (squared + 0.5 / C))
         W *= max(0.0, 1.0 - C * l2)
         W += np.outer(x, tau * s * direction)
         b += tau * s * direction
-        losses.append(np.sum(each * s))
     return W, b, np.array(losses)
 
 
@@ -93,17 +98,22 @@ def _run(program: PassiveAggressiveProgram, loss: str, l2: float, weighted: bool
     order = data["order"]
     session = InferenceSession(program.model.SerializeToString(), session_options(1),
                                providers=["CPUExecutionProvider"])
-    table = program.scalar_table(np.full(N_ROWS, C), np.ones(N_ROWS), 0.0, l2, 1)
+    X = data["X"].astype(dtype)
+    squared = np.einsum("ij,ij->i", X, X)[order]
+    # The rate of a row PA-I skips is 0 (the binding's stepped_rates).
+    etas = np.where((squared > 0) | (program.variant == "pa2"), C, 0.0)
+    table = program.scalar_table(etas, np.ones(N_ROWS), 0.0, l2, 1)
     shape = (N_ROWS, outputs) if outputs > 1 else (N_ROWS,)
     label = data["label"][order].reshape(shape)
     row_weight = data["sample_weight"][order] if weighted else np.ones(N_ROWS)
     per_row = {name: np.empty(shape, dtype=dtype) for name in program.per_row}
     per_row["rows"] = order.astype(np.int64)
     program.targets(label.astype(dtype), per_row["target"])
-    rates = row_weight if outputs == 1 else np.repeat(row_weight[:, None], outputs, axis=1)
+    rates = row_weight * (etas != 0)
+    if outputs > 1:
+        rates = np.repeat(rates[:, None], outputs, axis=1)
     program.step_weights(rates, per_row["target"], per_row["step_weight"])
-    X = data["X"].astype(dtype)
-    program.denominators(np.einsum("ij,ij->i", X, X)[order], per_row["denominator"])
+    program.denominators(squared, per_row["denominator"])
     weights = [data["coef"].astype(dtype), data["intercept"].astype(dtype)]
     values = np.empty(shape, dtype=dtype)
     for first in range(0, N_ROWS, program.steps):
@@ -175,9 +185,11 @@ def test_the_staged_step_computes_what_it_computes_on_rows_by_index(loss, output
 
 
 def test_pa2_adds_the_inverse_of_2C_to_the_denominators():
+    """PA-I's of a row of no norm, which it skips, is 1 (a finite quotient)."""
     squared = np.array([0.0, 2.0, 0.5])
     out = np.empty((3, 2))
-    for variant, expected in (("pa1", squared), ("pa2", squared + 0.5 / C)):
+    for variant, expected in (("pa1", np.array([1.0, 2.0, 0.5])),
+                              ("pa2", squared + 0.5 / C)):
         linear_program("hinge", N_FEATURES, 2, 1, np.float64, n_outputs=2,
                        passive_aggressive=(variant, C)).denominators(squared, out)
         np.testing.assert_array_equal(out, np.repeat(expected[:, None], 2, axis=1))

@@ -235,9 +235,12 @@ class PassiveAggressiveForm:
     def denominators(self, squared_norms: np.ndarray, out: np.ndarray) -> None:
         r"""Write the rows' denominators of :math:`\tau` into ``out``, from their
         ``squared_norms`` :math:`\lVert x \rVert^2` (float64): :math:`\lVert x \rVert^2`
-        (PA-I), :math:`\lVert x \rVert^2 + \frac{1}{2C}` (PA-II), as scikit-learn sums
-        them, in float64; the same for the :math:`K` outputs of a row."""
-        total = squared_norms if self.variant == "pa1" else squared_norms + 0.5 / self.C
+        (PA-I; 1 for a row of no norm, which PA-I skips: its step weight is 0, and its
+        quotient must stay finite), :math:`\lVert x \rVert^2 + \frac{1}{2C}` (PA-II), as
+        scikit-learn sums them, in float64; the same for the :math:`K` outputs of a
+        row."""
+        total = (np.where(squared_norms > 0, squared_norms, 1.0) if self.variant == "pa1"
+                 else squared_norms + 0.5 / self.C)
         out[...] = total.reshape(-1, *(1,) * (out.ndim - 1))
 
 
