@@ -19,7 +19,9 @@ def plot_learning_curve(est: Any, ax: Any = None) -> Any:
     ----------
     est : estimator
         A fitted skl_ortgrad estimator (or any object with ``loss_curve_``), or a
-        :class:`~sklearn.pipeline.Pipeline` ending in one.
+        :class:`~sklearn.pipeline.Pipeline` ending in one. An L-BFGS MLP, which has no
+        ``loss_curve_`` (as scikit-learn's), draws its optimizer's loss of every
+        iteration (``optimizer_.train_losses_``).
     ax : matplotlib.axes.Axes, optional
         Axes to draw on; a new figure is created when None.
 
@@ -36,7 +38,7 @@ def plot_learning_curve(est: Any, ax: Any = None) -> Any:
     ImportError
         If matplotlib is not installed.
     sklearn.exceptions.NotFittedError
-        If the estimator has no ``loss_curve_`` (it was never trained).
+        If the estimator has no losses (it was never trained).
     """
     try:
         import matplotlib.pyplot as plt
@@ -48,6 +50,8 @@ def plot_learning_curve(est: Any, ax: Any = None) -> Any:
 
     model = est[-1] if hasattr(est, "steps") else est
     losses = getattr(model, "loss_curve_", None)
+    if losses is None and hasattr(model, "optimizer_"):
+        losses = model.optimizer_.train_losses_
     if not losses:
         raise NotFittedError(
             f"This {type(model).__name__} instance has no loss_curve_: call fit or "

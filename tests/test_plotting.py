@@ -11,7 +11,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from skl_ortgrad import OnnxSGDRegressor
+from skl_ortgrad import OnnxMLPRegressor, OnnxSGDRegressor
 from skl_ortgrad.plotting import plot_learning_curve
 
 matplotlib.use("Agg")
@@ -37,6 +37,17 @@ def test_loss_curve_is_drawn():
     np.testing.assert_allclose(line.get_ydata(), est.loss_curve_)
     assert not hasattr(ax, "right_ax")
     assert ax.get_xlabel() == "epoch"
+
+
+def test_an_lbfgs_fit_draws_its_optimizers_losses():
+    """scikit-learn's L-BFGS MLPs have no loss_curve_: the loss of every iteration."""
+    X, y = _data()
+    est = OnnxMLPRegressor(solver="lbfgs", max_iter=12, random_state=0).fit(X, y)
+    assert not hasattr(est, "loss_curve_")
+    (line,) = plot_learning_curve(est).get_lines()
+    losses = est.optimizer_.train_losses_
+    assert len(losses) == est.n_iter_ > 1
+    np.testing.assert_allclose(line.get_ydata(), losses)
 
 
 def test_validation_scores_on_twin_axis_and_given_axes():

@@ -123,6 +123,9 @@ class BaseOnnxEstimator(InferenceMixin, ValidationSplitMixin, MemoizedParamNames
     _linear_scores = False
     # scikit-learn's error for partial_fit with early_stopping=True.
     _partial_fit_early_stopping = "early_stopping should be False with partial_fit"
+    # Whether a fit records the loss curve (loss_curve_, best_loss_, and the validation
+    # scores): not scikit-learn's L-BFGS MLPs.
+    _records_curves = True
 
     @abstractmethod
     def _training_objects(self, batch_size: int, mean_weight: float,
@@ -554,7 +557,8 @@ class BaseOnnxEstimator(InferenceMixin, ValidationSplitMixin, MemoizedParamNames
             average=self._average(),
             weighted_mean=self._weighted_mean,
         )
-        self.loss_curve_ = []
+        if self._records_curves:
+            self.loss_curve_ = []
         self.n_iter_ = 0
 
     def _training_threads(self, model: onnx.ModelProto, weights: list[str]) -> int:

@@ -137,6 +137,11 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
             return n_samples
         return min(200, n_samples) if self.batch_size == "auto" else int(self.batch_size)
 
+    @property
+    def _records_curves(self) -> bool:
+        """scikit-learn's stochastic solvers record the loss curve, L-BFGS does not."""
+        return self.solver != "lbfgs"
+
     def _patience(self) -> float:
         # scikit-learn's MLPs stop once the count of epochs without improvement exceeds
         # n_iter_no_change; the optimizer stops when it reaches its own.
@@ -299,12 +304,18 @@ class _BaseOnnxMLP(BaseOnnxEstimator):
         published = super()._published(before)
         # scikit-learn's MLPs count the samples seen; the optimizer's t is one more.
         published["t_"] = int(self.optimizer_.t_) - 1
-        if published["loss_curve_"]:
+        if self.optimizer_.train_losses_:
             # scikit-learn's MLPs: loss_ is the mean loss of the last epoch.
-            published["loss_"] = float(published["loss_curve_"][-1])
-        # scikit-learn's MLPs track the validation score with early stopping, the best
-        # training loss without, and set the other attributes to None.
-        if self.early_stopping:
+            published["loss_"] = float(self.optimizer_.train_losses_[-1])
+        if not self._records_curves:
+            # scikit-learn's L-BFGS MLPs have neither a loss curve nor what follows it
+            # (the optimizer's train_losses_ holds the losses).
+            for name in ("loss_curve_", "best_loss_", "validation_scores_",
+                         "best_validation_score_"):
+                published.pop(name, None)
+        elif self.early_stopping:
+            # scikit-learn's MLPs track the validation score with early stopping, the
+            # best training loss without, and set the other attributes to None.
             published["best_loss_"] = None
         else:
             published["validation_scores_"] = published["best_validation_score_"] = None

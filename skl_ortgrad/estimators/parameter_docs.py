@@ -520,11 +520,14 @@ def mlp_attributes(classifier: bool) -> dict[str, Entry]:
         """),
         "t_": entry("int", "Training samples seen, as scikit-learn's ``t_``."),
         "loss_": entry("float", """
-            Mean training loss of the last epoch (``loss_curve_[-1]``), as in
-            scikit-learn.
+            Mean training loss of the last epoch (``loss_curve_[-1]``; 'lbfgs': of its
+            last iteration), as in scikit-learn.
         """),
         "loss_curve_": entry("list of float", """
-            Mean training loss of every epoch, the L2 term included, as scikit-learn's.
+            Mean training loss of every epoch, the L2 term included, as scikit-learn's;
+            'sgd' and 'adam' only: an 'lbfgs' fit has none (nor ``best_loss_``,
+            ``validation_scores_`` and ``best_validation_score_``), as scikit-learn's
+            (``optimizer_.train_losses_`` holds its losses).
         """),
         "best_loss_": entry("float or None", """
             The smallest value of ``loss_curve_``; None with ``early_stopping=True``, as
