@@ -261,7 +261,7 @@ SGD: dict[str, Entry] = {
         (:class:`~skl_ortgrad.optim.passive_aggressive.PassiveAggressiveRate`): equal to
         its weights to rounding where both visit the rows in one order, trained by the
         linear program's passive-aggressive form where the intercept is trained (about
-        4-5 µs a dense row, 5 to 30 times scikit-learn's time, 25 µs a text-like sparse
+        4 µs a dense row, 4 to 27 times scikit-learn's time, 25 µs a text-like sparse
         one), per row in Python and onnxruntime otherwise. An object
         (``LearningRateSGD(...)``, ``LearningRateSGDNesterov(...)``,
         ``LearningRateAdam(...)``) is used as given, its rate applied to the batch's mean
