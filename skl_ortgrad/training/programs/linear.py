@@ -463,8 +463,8 @@ def dense_linear_program(
         ``(variant, C)``: the passive-aggressive step (:class:`PassiveAggressiveProgram`,
         :func:`passive_aggressive_nodes`), batches of one row, the hinge or the
         epsilon-insensitive loss (:data:`PASSIVE_AGGRESSIVE_LOSSES`, ``threshold`` its
-        :math:`t` or :math:`\epsilon`), instead of the gradient step: 6 nodes
-        (hinge; 9 epsilon-insensitive) instead of 3, one fewer for PA-II.
+        :math:`t` or :math:`\epsilon`), instead of the gradient step: 5 nodes
+        (hinge; 8 epsilon-insensitive) instead of 3.
 
     Returns
     -------
