@@ -48,7 +48,7 @@ from skl_ortgrad.estimators.finite_input import (
 )
 from skl_ortgrad.graph.cut import select_model_input, select_model_output
 from skl_ortgrad.graph.dtypes import onnx_dtype
-from skl_ortgrad.graph.linear import linear_features
+from skl_ortgrad.graph.linear import fixed_intercept, linear_features
 from skl_ortgrad.graph.model import graph_names, initializers_to_inputs, unique_name
 from skl_ortgrad.runtime.blocks import block_rows, block_threads, share_blocks
 from skl_ortgrad.runtime.devices import device_providers, log_severity
@@ -300,13 +300,23 @@ class InferenceMixin:
                 for i, name in enumerate(names)}
 
     def _linear_score(self) -> bool:
-        """Whether the template's score is linear in ``X`` (``MatMul``, ``Add``,
-        :func:`~skl_ortgrad.graph.linear.linear_features`), read once per template."""
+        """Whether the template's score is linear in ``X`` (:meth:`_linear_weights`)."""
+        return self._linear_weights() is not None
+
+    def _linear_weights(self) -> tuple[str, str] | None:
+        """``(W, b)`` of the template's score where it is linear in ``X`` (``MatMul``,
+        ``Add``, :func:`~skl_ortgrad.graph.linear.linear_features`), :math:`b` trained or
+        fixed (``fit_intercept=False``: :func:`~skl_ortgrad.graph.linear.
+        fixed_intercept`); None otherwise. Read once per template."""
         template = self._template_
-        if "linear" not in template.__dict__:
-            template.linear = linear_features(template.score_model, template.weights,
-                                              single_output=False) is not None
-        return template.linear
+        # Not "linear", the flag of models saved before (a bool).
+        if "linear_weights" not in template.__dict__:
+            weights = tuple(template.weights)
+            if len(weights) == 1:
+                weights = (*weights, fixed_intercept(template.score_model, weights[0]) or "")
+            template.linear_weights = (weights if linear_features(
+                template.score_model, weights, single_output=False) is not None else None)
+        return template.linear_weights
 
     def _after_score(self) -> InferenceSession | None:
         """For a linear score (:meth:`_linear_score`), the session of what follows it in
@@ -332,7 +342,13 @@ class InferenceMixin:
         summed in float64 and rounded to the model's dtype once, then the rest of the
         graph on ``s``."""
         template = self._template_
-        coef, intercept = (feeds[name] for name in template.weights)
+        coef_name, intercept_name = self._linear_weights()
+        coef = feeds[coef_name]
+        # A fixed intercept is a constant of the graph, not a feed.
+        intercept = (feeds[intercept_name] if intercept_name in feeds
+                     else onnx.numpy_helper.to_array(next(
+                         init for init in template.score_model.graph.initializer
+                         if init.name == intercept_name)))
         exact = (np.asarray(X.astype(np.float64) @ coef.astype(np.float64))
                  + intercept.astype(np.float64).reshape(1, -1))
         with np.errstate(over="ignore"):  # overflows are predicted again in float64

@@ -260,9 +260,9 @@ SGD: dict[str, Entry] = {
         their :math:`C`) are scikit-learn's per-sample steps, one row a batch
         (:class:`~skl_ortgrad.optim.passive_aggressive.PassiveAggressiveRate`): equal to
         its weights to rounding where both visit the rows in one order, trained by the
-        linear program's passive-aggressive form where the intercept is trained (about
-        4 µs a dense row, 4 to 27 times scikit-learn's time, 25 µs a text-like sparse
-        one), per row in Python and onnxruntime otherwise. An object
+        linear program's passive-aggressive form (about 4 µs a dense row, 4 to 27 times
+        scikit-learn's time, 25 µs a text-like sparse one), per row in Python and
+        onnxruntime with ``average``. An object
         (``LearningRateSGD(...)``, ``LearningRateSGDNesterov(...)``,
         ``LearningRateAdam(...)``) is used as given, its rate applied to the batch's mean
         gradient, and ``eta0`` and ``power_t`` are then ignored; nested parameters

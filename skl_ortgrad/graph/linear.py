@@ -61,6 +61,19 @@ def linear_features(model: ModelProto, weights: Sequence[str],
     return features
 
 
+def fixed_intercept(model: ModelProto, coef: str) -> str | None:
+    r"""The intercept :math:`b` of ``model``, a linear score :math:`s = XW + b`
+    (:func:`linear_features`, any number of outputs) whose :math:`W` is ``coef``: the
+    initializer the ``Add`` reads, which a training of :math:`W` alone leaves as it is
+    (``fit_intercept=False``); None for another model."""
+    adds = [node for node in model.graph.node if node.op_type == "Add"]
+    if len(adds) != 1:
+        return None
+    return next((name for name in adds[0].input
+                 if linear_features(model, (coef, name), single_output=False) is not None),
+                None)
+
+
 def linear_score_model(n_features: int, n_scores: int, dtype: Any, score: str = "score",
                        intercept_dims: Sequence[int] | None = None,
                        reshape: bool = False) -> ModelProto:

@@ -50,7 +50,7 @@ class PassiveAggressiveRate(BaseLearningRate):
     It reads the row of every step (:attr:`reads_batch`): it trains one row a batch, on
     the CPU, in the linear program's passive-aggressive form where that computes the
     same steps (:class:`~skl_ortgrad.training.programs.linear.PassiveAggressiveForm`: the
-    intercept trained), per batch otherwise.
+    intercept trained, or fixed in the model), per batch otherwise.
 
     Parameters
     ----------

@@ -14,11 +14,12 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from onnx import numpy_helper
 from onnxruntime import InferenceSession
 
 from skl_ortgrad._cache import BoundedCache
 from skl_ortgrad.gradient.forward_backward import OrtGradientForwardBackward
-from skl_ortgrad.graph.linear import linear_features
+from skl_ortgrad.graph.linear import fixed_intercept, linear_features
 from skl_ortgrad.graph.model import initializers_to_inputs
 from skl_ortgrad.graph.weights import skeleton_digest
 from skl_ortgrad.optim import (
@@ -185,8 +186,19 @@ def penalty_scalars(penalty: Any) -> tuple[float, float, int]:
     return 0.0, 0.0, 1
 
 
+def frozen_intercept(setup: TrainingSetup, state: TrainingState) -> str | None:
+    r"""The intercept :math:`b` of a linear score :math:`s = XW + b` whose :math:`W` alone
+    trains (``fit_intercept=False``): the initializer's name
+    (:func:`~skl_ortgrad.graph.linear.fixed_intercept`), which the linear program reads
+    as a weight it never steps (its step factor 0); None otherwise."""
+    if len(state.names) != 1:
+        return None
+    return fixed_intercept(setup.checked_model(), state.names[0])
+
+
 def lean_loss(setup: TrainingSetup, state: TrainingState, penalized: tuple[str, ...],
-              penalty: bool, passive_aggressive: bool = False) -> str | None:
+              penalty: bool, passive_aggressive: bool = False,
+              intercept: str | None = None) -> str | None:
     r"""The :func:`~skl_ortgrad.training.programs.linear_program` loss computing what the
     engine's gradient graph computes, or None.
 
@@ -200,7 +212,9 @@ def lean_loss(setup: TrainingSetup, state: TrainingState, penalized: tuple[str, 
     weights float32 or float64. Several scores (:math:`K` columns of :math:`W`: the
     one-vs-rest classes, each column its own binary loss) with the log and hinge losses.
     ``passive_aggressive``: the kind of the program's passive-aggressive step, the hinge
-    loss or exactly ``EpsilonInsensitiveLearningLoss`` (one score).
+    loss or exactly ``EpsilonInsensitiveLearningLoss`` (one score). ``intercept``: the
+    trained weight is :math:`W` alone, :math:`b` that fixed initializer
+    (:func:`frozen_intercept`).
     """
     loss = setup.loss
     if passive_aggressive:
@@ -220,7 +234,9 @@ def lean_loss(setup: TrainingSetup, state: TrainingState, penalized: tuple[str, 
     else:
         return None
     names, weights = state.names, state.weights
-    features = linear_features(setup.checked_model(), names, single_output=False)
+    features = linear_features(setup.checked_model(),
+                               names if intercept is None else (*names, intercept),
+                               single_output=False)
     if (
         features is None or (penalty and penalized != (names[0],))
         or weights[0].dtype not in (np.float32, np.float64)
@@ -250,6 +266,9 @@ class ProgramCache:
 
     def __init__(self, engine: Callable[[bool], OrtGradientForwardBackward]) -> None:
         self._engine = engine
+        # The fixed intercept the linear program reads (_fixed): one buffer, its
+        # binding's.
+        self._intercept: np.ndarray | None = None
         self._programs: dict[tuple, tuple[Any, InferenceSession] | None] = {}
         self._binding: tuple[MiniBatchLoader, tuple, ProgramRun] | None = None
         self._bindings: dict[bool, tuple[MiniBatchLoader, tuple, ProgramRun]] = {}
@@ -275,12 +294,14 @@ class ProgramCache:
         data (sparse data: the linear program's sparse form only), at least
         ``LINEAR_MIN_BATCHES`` (linear program; ``GROUPED_LINEAR_MIN_BATCHES`` when the
         call runs ``several`` epochs, with or without validation) or ``PROGRAM_MIN_BATCHES``
-        (generic program) full batches, the update of plain SGD, momentum (Nesterov's or
+        (generic program) full batches (the linear program: :math:`W` and :math:`b`
+        trained, or :math:`W` alone beside a fixed :math:`b`, :func:`frozen_intercept`),
+        the update of plain SGD, momentum (Nesterov's or
         not) or Adam (possibly in a ``ScaledLearningRate``; the linear program: plain SGD
         only; momentum and Adam up to ``PROGRAM_MAX_STATE`` trained values, with their
         state packed) or the passive-aggressive step (the linear program's form, dense
         or sparse, up to ``PASSIVE_AGGRESSIVE_STEPS`` rows a call: its loss the training
-        loss, the intercept trained), no penalty or the
+        loss), no penalty or the
         elastic one (its cumulative L1 part too: the program carries its :math:`q` of
         every penalized weight, a buffer of ``state.penalty`` it reads and writes, and
         is fed its total :math:`u` per step; on sparse data the sparse program applies
@@ -353,13 +374,16 @@ class ProgramCache:
         # model, read as given): only the linear program reads them, casting each batch
         # (or reading them staged: cast by the helper thread).
         features = None if loader.sparse else loader.features.dtype
-        # Where an epoch is several calls of the dense linear program (two weights, W
-        # and b: the other programs do not depend on it) and a core is free beside the
-        # calls' threads, the helper thread stages their rows, which the program's
+        # A fixed intercept beside W, trained alone (fit_intercept=False): a weight the
+        # linear program reads and never steps.
+        intercept = frozen_intercept(setup, state)
+        # Where an epoch is several calls of the dense linear program (W and b, trained
+        # or fixed: the other programs do not depend on it) and a core is free beside
+        # the calls' threads, the helper thread stages their rows, which the program's
         # staged form reads.
         most, sparse_most = ((PASSIVE_AGGRESSIVE_STEPS, PASSIVE_AGGRESSIVE_STEPS) if passive
                              else (LINEAR_STEPS, SPARSE_STEPS))
-        staged = (not loader.sparse and len(state.weights) == 2
+        staged = (not loader.sparse and (len(state.weights) == 2 or intercept is not None)
                   and LinearProgramRun.stages(
                       len(loader.rows),
                       linear_steps(size, loader.n_features, most, PROGRAM_STEPS),
@@ -369,7 +393,7 @@ class ProgramCache:
                features, staged,
                names,
                elastic and penalty.l1 > 0 and not cumulative, elastic and penalty.l2 > 0,
-               cumulative, whole, norms, unweighted, inner.update_key(),
+               cumulative, whole, norms, unweighted, intercept, inner.update_key(),
                setup.loss_key(weighted))
         if key not in self._programs:
             shared = (key, skeleton_digest(setup.model, state.names),
@@ -386,6 +410,8 @@ class ProgramCache:
             # An unpickled state is not packed: it trains per batch.
             return None
         arrays = [*state.weights, *states, *state.penalty[1:]]
+        if intercept is not None and isinstance(built[0], LinearProgram):
+            arrays.insert(1, self._fixed(setup, intercept, state.weights[0].dtype))
         # One binding of the loader per form, staged or not (the free cores may change
         # from call to call).
         self._bindings = {form: bound for form, bound in self._bindings.items()
@@ -400,13 +426,26 @@ class ProgramCache:
         self._binding = bound
         return bound[2]
 
+    def _fixed(self, setup: TrainingSetup, name: str, dtype: np.dtype) -> np.ndarray:
+        """The fixed intercept ``name`` of the model, in ``dtype``, in one buffer that
+        calls refill (the binding reads its memory): the program never steps it."""
+        value = numpy_helper.to_array(next(
+            init for init in setup.checked_model().graph.initializer if init.name == name
+        )).astype(dtype).ravel()
+        if (self._intercept is None or self._intercept.shape != value.shape
+                or self._intercept.dtype != value.dtype):
+            self._intercept = value
+        else:
+            np.copyto(self._intercept, value)
+        return self._intercept
+
     def _build(
         self, setup: TrainingSetup, state: TrainingState, weighted: bool, size: int,
         steps: int, linear_steps_most: int, sparse_steps: int, sparse: bool,
         features: np.dtype | None,
         staged: bool, penalized: tuple[str, ...],
         l1: bool, l2: bool, cumulative: bool, whole: bool, norms: bool, unweighted: bool,
-        update: BaseLearningRate,
+        intercept: str | None, update: BaseLearningRate,
     ) -> tuple[StepProgram | LinearProgram, InferenceSession] | None:
         """The program of ``steps`` batches of ``size`` rows (the linear program:
         :func:`linear_steps`, up to ``linear_steps_most``; its sparse form for ``sparse``
@@ -425,7 +464,8 @@ class ProgramCache:
         (:func:`lean_loss`), else the engine's static gradient graph plus the updates
         (:func:`~skl_ortgrad.training.programs.generic_program`); plain SGD with
         ``step_factors`` only in the linear program, and there only as a factor of the
-        intercept's step.
+        intercept's step. With a fixed ``intercept`` (:func:`frozen_intercept`), the
+        linear program reads it as its second weight, its step factor 0.
         """
         # The linear program writes plain SGD's update and the passive-aggressive step
         # itself, with a step factor of the intercept (its second weight) if any; the
@@ -433,9 +473,10 @@ class ProgramCache:
         passive = type(update).stepper is PROGRAM_PIECES["passive_aggressive"]
         factors = (update.step_factors
                    if isinstance(update, LearningRateSGD | PassiveAggressiveRate) else None)
-        lean = (lean_loss(setup, state, penalized, l1 or l2 or cumulative, passive)
+        lean = (lean_loss(setup, state, penalized, l1 or l2 or cumulative, passive, intercept)
                 if (type(update).stepper is LearningRateSGD.stepper
-                    or (passive and update.intercept is None))
+                    # The passive-aggressive step reads the fixed intercept too.
+                    or (passive and (update.intercept is None) == (intercept is None)))
                 and (factors is None or (len(factors) == 2 and float(factors[0]) == 1.0))
                 else None)
         dtype = state.weights[0].dtype
@@ -457,7 +498,8 @@ class ProgramCache:
                     threshold=getattr(setup.loss, "epsilon" if lean == "epsilon_insensitive"
                                       else "threshold", 1.0), sparse=sparse,
                     n_outputs=n_outputs, norms=norms, cumulative=cumulative, whole=whole,
-                    intercept_step=1.0 if factors is None else float(factors[1]),
+                    intercept_step=(0.0 if intercept is not None
+                                    else 1.0 if factors is None else float(factors[1])),
                     features_dtype=None if staged else wide, staged=staged,
                     passive_aggressive=(update.variant, float(update.C)) if passive else None,
                 )

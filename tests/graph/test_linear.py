@@ -1,5 +1,5 @@
-"""linear_features: a linear score recognised by structure; select_model_input: what a
-model computes from one of its results."""
+"""linear_features: a linear score recognised by structure (fixed_intercept: its b where
+W alone trains); select_model_input: what a model computes from one of its results."""
 
 import numpy as np
 import onnx
@@ -9,7 +9,7 @@ from onnxruntime import InferenceSession
 
 from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
 from skl_ortgrad.graph.cut import select_model_input, select_model_output
-from skl_ortgrad.graph.linear import linear_features
+from skl_ortgrad.graph.linear import fixed_intercept, linear_features
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((60, 4)).astype(np.float32)
@@ -31,6 +31,13 @@ def _linear(outputs: int, intercept: int | None = None, reshape: bool = False):
         nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 4])],
         [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], inits)
     return helper.make_model(graph)
+
+
+def test_fixed_intercept_is_the_initializer_added_to_xw():
+    for model in (_linear(1), _linear(3), _linear(1, reshape=True)):
+        assert fixed_intercept(model, "W") == "b"
+    assert fixed_intercept(_linear(1), "b") is None
+    assert fixed_intercept(_linear(3, intercept=1), "W") is None
 
 
 def test_linear_features_one_or_several_outputs():
