@@ -49,7 +49,12 @@ from skl_ortgrad.estimators.finite_input import (
 from skl_ortgrad.graph.cut import select_model_input, select_model_output
 from skl_ortgrad.graph.dtypes import onnx_dtype
 from skl_ortgrad.graph.linear import fixed_intercept, linear_features
-from skl_ortgrad.graph.model import graph_names, initializers_to_inputs, unique_name
+from skl_ortgrad.graph.model import (
+    graph_names,
+    initializer_array,
+    initializers_to_inputs,
+    unique_name,
+)
 from skl_ortgrad.runtime.blocks import block_rows, block_threads, share_blocks
 from skl_ortgrad.runtime.devices import device_providers, log_severity
 from skl_ortgrad.runtime.options import session_options
@@ -346,9 +351,7 @@ class InferenceMixin:
         coef = feeds[coef_name]
         # A fixed intercept is a constant of the graph, not a feed.
         intercept = (feeds[intercept_name] if intercept_name in feeds
-                     else onnx.numpy_helper.to_array(next(
-                         init for init in template.score_model.graph.initializer
-                         if init.name == intercept_name)))
+                     else initializer_array(template.score_model, intercept_name))
         exact = (np.asarray(X.astype(np.float64) @ coef.astype(np.float64))
                  + intercept.astype(np.float64).reshape(1, -1))
         with np.errstate(over="ignore"):  # overflows are predicted again in float64

@@ -35,6 +35,7 @@ from skl_ortgrad.estimators.sgd_parameters import (
 )
 from skl_ortgrad.estimators.template import Template
 from skl_ortgrad.graph.linear import linear_score_model
+from skl_ortgrad.graph.model import initializer_array
 from skl_ortgrad.optim import BaseLearningRate
 from skl_ortgrad.optim.losses import BaseLearningLoss
 from skl_ortgrad.optim.passive_aggressive import VARIANTS as PASSIVE_AGGRESSIVE
@@ -240,8 +241,7 @@ class _BaseOnnxSGD(BaseOnnxEstimator):
         """The trained intercept, or the fixed one when ``fit_intercept=False``."""
         if "intercept" in weights:
             return weights["intercept"]
-        init = next(i for i in self._template_.model.graph.initializer if i.name == "intercept")
-        return numpy_helper.to_array(init)
+        return initializer_array(self._template_.model, "intercept")
 
     def _sync(self, before: int) -> None:
         if not self.average:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, helper
+import numpy as np
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, helper, numpy_helper
 
 from skl_ortgrad.graph.opset import main_opset, other_domains
 
@@ -73,6 +74,18 @@ def copied_model(model: ModelProto) -> ModelProto:
     result = ModelProto()
     result.CopyFrom(model)
     return result
+
+
+def initializer_array(model: ModelProto, name: str) -> np.ndarray:
+    """The value of ``model``'s initializer ``name`` (a fixed intercept, say).
+
+    Raises
+    ------
+    StopIteration
+        If ``model`` has no initializer ``name``.
+    """
+    return numpy_helper.to_array(next(
+        init for init in model.graph.initializer if init.name == name))
 
 
 def initializers_to_inputs(model: ModelProto, names: Iterable[str]) -> ModelProto:

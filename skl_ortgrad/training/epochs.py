@@ -516,8 +516,8 @@ class EpochGroups:
         for epoch in range(epochs):
             loader.epoch(features=False)
             program.lay_out(loader, epoch)
-            etas[epoch * n:(epoch + 1) * n] = program.stepped_rates(
-                etas[epoch * n:(epoch + 1) * n], loader)
+            part = slice(epoch * n, (epoch + 1) * n)
+            etas[part] = program.stepped_rates(etas[part], loader)
             shares.append(loss_shares(loader))
         extra, totals = program_scalars(inputs.setup, state, etas)
         program.schedule_epochs(etas, *penalty_scalars(inputs.setup.penalty), extra, epochs)

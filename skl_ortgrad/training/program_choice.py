@@ -14,13 +14,12 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from onnx import numpy_helper
 from onnxruntime import InferenceSession
 
 from skl_ortgrad._cache import BoundedCache
 from skl_ortgrad.gradient.forward_backward import OrtGradientForwardBackward
 from skl_ortgrad.graph.linear import fixed_intercept, linear_features
-from skl_ortgrad.graph.model import initializers_to_inputs
+from skl_ortgrad.graph.model import initializer_array, initializers_to_inputs
 from skl_ortgrad.graph.weights import skeleton_digest
 from skl_ortgrad.optim import (
     BaseLearningRate,
@@ -429,9 +428,7 @@ class ProgramCache:
     def _fixed(self, setup: TrainingSetup, name: str, dtype: np.dtype) -> np.ndarray:
         """The fixed intercept ``name`` of the model, in ``dtype``, in one buffer that
         calls refill (the binding reads its memory): the program never steps it."""
-        value = numpy_helper.to_array(next(
-            init for init in setup.checked_model().graph.initializer if init.name == name
-        )).astype(dtype).ravel()
+        value = initializer_array(setup.checked_model(), name).astype(dtype).ravel()
         if (self._intercept is None or self._intercept.shape != value.shape
                 or self._intercept.dtype != value.dtype):
             self._intercept = value

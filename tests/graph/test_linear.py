@@ -10,6 +10,7 @@ from onnxruntime import InferenceSession
 from skl_ortgrad import OnnxSGDClassifier, OnnxSGDRegressor
 from skl_ortgrad.graph.cut import select_model_input, select_model_output
 from skl_ortgrad.graph.linear import fixed_intercept, linear_features
+from skl_ortgrad.graph.model import initializer_array
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((60, 4)).astype(np.float32)
@@ -38,6 +39,12 @@ def test_fixed_intercept_is_the_initializer_added_to_xw():
         assert fixed_intercept(model, "W") == "b"
     assert fixed_intercept(_linear(1), "b") is None
     assert fixed_intercept(_linear(3, intercept=1), "W") is None
+
+
+def test_the_fixed_intercepts_value():
+    np.testing.assert_array_equal(initializer_array(_linear(3), "b"), np.ones(3, np.float32))
+    with pytest.raises(StopIteration):
+        initializer_array(_linear(3), "nope")
 
 
 def test_linear_features_one_or_several_outputs():
